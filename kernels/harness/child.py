@@ -1,0 +1,210 @@
+"""The evaluation child process: loads one candidate, runs its cases, reports.
+
+Run as ``python -m kernels.harness.child --result-fd FD [JOB | --wait]``.
+With ``--wait`` it imports torch and initialises the device first, then reads
+the job path from stdin: a warm spare that hides start-up cost.  Every message
+is one JSON line on FD (never stdout, which the candidate may print to).
+
+The process is used for one candidate only.  After a CUDA error it reports and
+exits, because such an error poisons the whole context.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from kernels.candidate import CandidateError, load_candidate
+from kernels.harness.job import Job
+from kernels.harness.profiling import profile_call
+from kernels.harness.results import CaseResult, TimingStats
+from kernels.floors import floors
+from kernels.harness.timing import DeviceClock, call_verified, measure, timed_input_seed
+from kernels.suites import Case
+from kernels import verify as verify_module
+from kernels import contract as contract_module
+
+
+class Reporter:
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def send(self, kind: str, **payload: Any) -> None:
+        line = json.dumps({"type": kind, **payload}) + "\n"
+        data = line.encode()
+        while data:
+            written = os.write(self._fd, data)
+            data = data[written:]
+
+
+def versions() -> dict[str, str]:
+    info = {"python": platform.python_version(), "torch": torch.__version__}
+    try:
+        import triton
+
+        info["triton"] = triton.__version__
+    except Exception:  # triton is optional on CPU-only machines
+        pass
+    if torch.cuda.is_available():
+        info["cuda"] = str(torch.version.cuda)
+    return info
+
+
+def _trusted() -> dict[str, Any]:
+    """The callables a verdict or a time depends on, as they are before the candidate loads."""
+    items: dict[str, Any] = {
+        "householder_product": torch.linalg.householder_product,
+        "triu": torch.triu,
+        "tril": torch.tril,
+        "matmul": torch.Tensor.__matmul__,
+        "equal": torch.equal,
+        "isfinite": torch.isfinite,
+        "verify_qr": verify_module.verify_qr,
+        "generate_input": contract_module.generate_input,
+        "perf_counter": time.perf_counter,
+        "synchronize": torch.cuda.synchronize,
+        "event": torch.cuda.Event,
+        "event_record": torch.cuda.Event.record,
+        "event_elapsed": torch.cuda.Event.elapsed_time,
+        "tf32": torch.backends.cuda.matmul.allow_tf32,
+        "matmul_precision": torch.get_float32_matmul_precision(),
+    }
+    return items
+
+
+def _tampered(before: dict[str, Any]) -> list[str]:
+    now = _trusted()
+    return [name for name, value in before.items() if now[name] is not value and now[name] != value]
+
+
+def _describe(exc: BaseException, candidate: Path) -> str:
+    first = (str(exc).strip().splitlines() or [""])[0][:500]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(candidate)]
+    where = f" (candidate line {frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {first}{where}"
+
+
+def _is_compile_error(exc: BaseException) -> bool:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return bool(names & {"CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct"})
+
+
+def _cuda_poisoned(exc: BaseException) -> bool:
+    if not torch.cuda.is_available():
+        return False
+    text = str(exc)
+    if "CUDA error" in text or "illegal memory access" in text or "unspecified launch failure" in text:
+        return True
+    try:
+        torch.cuda.synchronize()
+    except Exception:
+        return True
+    return False
+
+
+def run_case(kernel: Callable, case: Case, job: Job, device: torch.device, clock: DeviceClock,
+             candidate: Path, trusted: dict[str, Any]) -> tuple[CaseResult, bool]:
+    """Returns the result and whether the process must end (poisoned CUDA context)."""
+    try:
+        verdict, _ = call_verified(kernel, case, case.seed, device)
+        stats: TimingStats | None = None
+        profile = None
+        if verdict.ok and job.mode == "bench":
+            stats, bad = measure(kernel, case, device, clock, job.policy)
+            if bad is not None:
+                verdict = bad
+            elif job.profile:
+                profile = profile_call(kernel, case, device, timed_input_seed(case, 10_000))
+                if stats is not None:
+                    f = floors(case)
+                    seconds = stats.median_ms / 1e3
+                    profile = profile.model_copy(update={
+                        "achieved_tflops": case.flops / seconds / 1e12 if seconds else None,
+                        "achieved_gbps": case.min_bytes / seconds / 1e9 if seconds else None,
+                        "floor_fraction": f.fp32_floor_ms / stats.median_ms if stats.median_ms else None,
+                    })
+    except BaseException as exc:  # noqa: BLE001 - candidates can raise anything, SystemExit too
+        if isinstance(exc, torch.cuda.OutOfMemoryError):
+            torch.cuda.empty_cache()
+            return CaseResult(case=case, status="error", error=f"out of memory: {_describe(exc, candidate)}"), False
+        poisoned = _cuda_poisoned(exc)
+        status = "failed_compile" if _is_compile_error(exc) else "error"
+        message = _describe(exc, candidate)
+        if poisoned:
+            message += " (CUDA context unusable; evaluation process ended)"
+        return CaseResult(case=case, status=status, error=message), poisoned
+    changed = _tampered(trusted)
+    if changed:
+        return CaseResult(case=case, status="error", error=f"rejected: candidate altered {', '.join(changed)}"), True
+    status = "passed" if verdict.ok else "failed_verify"
+    return CaseResult(case=case, status=status, verify=verdict, timing=stats, profile=profile), False
+
+
+def pick_device(requested: str) -> torch.device:
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(requested)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kernels.harness.child")
+    parser.add_argument("--result-fd", type=int, required=True)
+    parser.add_argument("--wait", action="store_true", help="warm up, then read the job path from stdin")
+    parser.add_argument("job", nargs="?")
+    args = parser.parse_args(argv)
+    reporter = Reporter(args.result_fd)
+    if args.wait:
+        if torch.cuda.is_available():
+            torch.empty(1, device="cuda")
+        try:
+            import triton  # noqa: F401 - preload: part of the start-up cost we hide
+        except Exception:
+            pass
+        reporter.send("warm")
+        line = sys.stdin.readline().strip()
+        if not line:
+            return 0
+        job_path = line
+    else:
+        job_path = args.job
+    job = Job.model_validate_json(Path(job_path).read_text())
+    device = pick_device(job.device)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
+    reporter.send("ready", device=str(device), device_name=name, versions=versions(), pid=os.getpid())
+    trusted = _trusted()
+    candidate = Path(job.candidate).resolve()
+    try:
+        kernel = load_candidate(candidate)
+    except CandidateError as exc:
+        reporter.send("fatal", status="failed_compile", error=str(exc))
+        return 0
+    changed = _tampered(trusted)
+    if changed:
+        reporter.send("fatal", status="error", error=f"rejected: candidate altered {', '.join(changed)} on import")
+        return 0
+    clock = DeviceClock(device) if job.mode == "bench" else DeviceClock(torch.device("cpu"))
+    for index, case in enumerate(job.cases):
+        reporter.send("case_start", index=index)
+        result, must_exit = run_case(kernel, case, job, device, clock, candidate, trusted)
+        reporter.send("case_result", index=index, result=result.model_dump(mode="json"))
+        if must_exit:
+            os._exit(3)
+        if job.fail_fast and not result.ok:
+            break
+    reporter.send("done")
+    sys.stdout.flush()
+    # Skip interpreter teardown: a candidate's atexit or finalizers cannot change what was reported.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""The job a parent hands to an evaluation child (written to a JSON file)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+
+from kernels.harness.timing import TimingPolicy
+from kernels.suites import Case
+
+
+class Job(BaseModel):
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    candidate: str
+    cases: list[Case]
+    mode: Literal["verify", "bench"] = "verify"
+    profile: bool = False
+    device: str = "auto"
+    fail_fast: bool = False  # stop at the first case that does not pass
+    policy: TimingPolicy = Field(default_factory=TimingPolicy)
+
+    @field_validator("policy", mode="before")
+    @classmethod
+    def _policy(cls, value: object) -> TimingPolicy:
+        return TimingPolicy(**value) if isinstance(value, dict) else value  # type: ignore[return-value]
+
+    @field_serializer("policy")
+    def _dump_policy(self, policy: TimingPolicy) -> dict:
+        return asdict(policy)

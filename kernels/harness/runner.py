@@ -1,0 +1,260 @@
+"""The parent side of an evaluation: one child process per candidate, limits,
+and a report whatever happens in the child.
+
+A crash (segfault, abort, CUDA error), a hang (killed at the limit) or an
+exception in the candidate becomes that case's failed result; the caller never
+goes down with it.  Cases after a crash or hang are reported as ``not_run``
+unless ``keep_going`` asks for a fresh child to run them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from kernels.harness.job import Job
+from kernels.harness.results import CaseResult, CaseStatus, SuiteReport
+from kernels.harness.screen import screen_source
+from kernels.harness.timing import TimingPolicy
+from kernels.suites import Case
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+# Environment a candidate may see: what torch, triton and CUDA need, nothing else
+# (no API keys, tokens or credentials from the caller's environment).
+_ENV_EXACT = frozenset(
+    {"PATH", "HOME", "USER", "LANG", "TMPDIR", "PYTHONPATH", "PYTHONHASHSEED", "LD_LIBRARY_PATH",
+     "VIRTUAL_ENV", "CC", "CXX", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TZ"}
+)
+_ENV_PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "TRITON_", "NCCL_", "NVSHMEM_", "TORCH_CUDA_ARCH_LIST",
+                 "TORCH_SYMM_MEM_", "TORCH_EXTENSIONS_DIR", "CUBLAS_WORKSPACE_CONFIG")
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k in _ENV_EXACT or k.startswith(_ENV_PREFIXES)}
+    # The child imports ``kernels`` from this checkout whether or not it is installed.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    case_timeout_s: float = 300.0  # one case: compile, verify and timing
+    startup_timeout_s: float = 180.0  # import torch, initialise the device, load the candidate
+
+
+class ChildProcess:
+    """A started evaluation child that has loaded torch and waits for one job."""
+
+    def __init__(self, env: dict[str, str] | None = None, python: str = sys.executable) -> None:
+        self._read_fd, write_fd = os.pipe()
+        self._log = tempfile.TemporaryFile()
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [python, "-m", "kernels.harness.child", "--result-fd", str(write_fd), "--wait"],
+            stdin=subprocess.PIPE,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            pass_fds=(write_fd,),
+            env=env if env is not None else child_env(),
+            cwd=REPO_ROOT,
+            start_new_session=True,  # so a kill takes anything the candidate started
+        )
+        os.close(write_fd)
+        self._buffer = b""
+
+    def submit(self, job_path: Path) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{job_path}\n".encode())
+        self.proc.stdin.flush()
+
+    def next_message(self, deadline: float) -> dict | None:
+        """The next JSON message, None at end of stream; raises TimeoutError at the deadline."""
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([self._read_fd], [], [], min(remaining, 1.0))
+            if not ready:
+                continue
+            chunk = os.read(self._read_fd, 1 << 16)
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError:
+            return {"type": "garbage", "line": line[:200].decode(errors="replace")}
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.proc.kill()
+        self.proc.wait()
+
+    def exit_description(self) -> str:
+        code = self.proc.wait()
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exited with code {code}"
+
+    def output_tail(self, limit: int = 1500) -> str:
+        self._log.seek(0, os.SEEK_END)
+        size = self._log.tell()
+        self._log.seek(max(0, size - limit))
+        return self._log.read().decode(errors="replace").strip()
+
+    def close(self) -> None:
+        self.kill()
+        os.close(self._read_fd)
+        self._log.close()
+
+
+@dataclass
+class _Attempt:
+    results: dict[int, CaseResult] = field(default_factory=dict)
+    device: str = "unknown"
+    device_name: str = "unknown"
+    versions: dict[str, str] = field(default_factory=dict)
+    stopped: bool = False  # the child ended before finishing its cases
+
+
+def _tail_line(text: str) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return f": {lines[-1][:300]}" if lines else ""
+
+
+def _run_attempt(child: ChildProcess, job: Job, indices: list[int], limits: RunLimits,
+                 on_case: Callable[[int, CaseResult], None] | None) -> _Attempt:
+    attempt = _Attempt()
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        handle.write(job.model_dump_json())
+        job_path = Path(handle.name)
+    try:
+        child.submit(job_path)
+        deadline = time.monotonic() + limits.startup_timeout_s
+        current: int | None = None
+        phase = "starting the evaluation process"
+        while True:
+            try:
+                message = child.next_message(deadline)
+            except TimeoutError:
+                child.kill()
+                limit = limits.case_timeout_s if current is not None else limits.startup_timeout_s
+                index = indices[current] if current is not None else indices[0]
+                attempt.results[index] = CaseResult(
+                    case=job.cases[current or 0], status="timeout",
+                    error=f"timed out after {limit:g} s while {phase}; process killed")
+                attempt.stopped = True
+                return attempt
+            if message is None:
+                description = child.exit_description()
+                if current is not None:
+                    index = indices[current]
+                    attempt.results[index] = CaseResult(
+                        case=job.cases[current], status="crashed",
+                        error=f"evaluation process {description}{_tail_line(child.output_tail())}")
+                elif not attempt.results:
+                    attempt.results[indices[0]] = CaseResult(
+                        case=job.cases[0], status="crashed",
+                        error=f"evaluation process {description} while {phase}{_tail_line(child.output_tail())}")
+                attempt.stopped = len(attempt.results) < len(indices)
+                return attempt
+            kind = message.get("type")
+            if kind == "ready":
+                attempt.device = message["device"]
+                attempt.device_name = message["device_name"]
+                attempt.versions = message["versions"]
+                phase = "loading the candidate"
+            elif kind == "fatal":
+                status: CaseStatus = message.get("status", "error")
+                for local, index in enumerate(indices):
+                    attempt.results[index] = CaseResult(case=job.cases[local], status=status, error=message["error"])
+                return attempt
+            elif kind == "case_start":
+                current = int(message["index"])
+                phase = f"running case {job.cases[current].name}"
+                deadline = time.monotonic() + limits.case_timeout_s
+            elif kind == "case_result":
+                local = int(message["index"])
+                result = CaseResult.model_validate(message["result"])
+                attempt.results[indices[local]] = result
+                if on_case:
+                    on_case(indices[local], result)
+                current = None
+                deadline = time.monotonic() + limits.case_timeout_s
+            elif kind == "done":
+                return attempt
+    finally:
+        child.close()
+        job_path.unlink(missing_ok=True)
+
+
+def run_candidate(
+    candidate: str | Path,
+    cases: Iterable[Case],
+    *,
+    suite: str = "custom",
+    mode: str = "verify",
+    profile: bool = False,
+    device: str = "auto",
+    limits: RunLimits = RunLimits(),
+    policy: TimingPolicy = TimingPolicy(),
+    keep_going: bool = False,
+    fail_fast: bool = False,
+    on_case: Callable[[int, CaseResult], None] | None = None,
+    spawn: Callable[[], ChildProcess] = ChildProcess,
+) -> SuiteReport:
+    """Evaluate a candidate file on ``cases`` in child processes and report every case."""
+    started = time.monotonic()
+    path = Path(candidate).resolve()
+    cases = list(cases)
+    results: dict[int, CaseResult] = {}
+    info = _Attempt()
+    problems = screen_source(path.read_text(encoding="utf-8", errors="replace")) if path.is_file() else []
+    if problems:
+        reason = "rejected by the source screen: " + "; ".join(problems[:5])
+        results = {i: CaseResult(case=c, status="rejected", error=reason) for i, c in enumerate(cases)}
+    remaining = [i for i in range(len(cases)) if i not in results]
+    while remaining:
+        batch = remaining
+        job = Job(candidate=str(path), cases=[cases[i] for i in batch], mode=mode, profile=profile,
+                  device=device, policy=policy, fail_fast=fail_fast)
+        attempt = _run_attempt(spawn(), job, batch, limits, on_case)
+        if attempt.device != "unknown":
+            info.device, info.device_name, info.versions = attempt.device, attempt.device_name, attempt.versions
+        results.update(attempt.results)
+        failed = [i for i in attempt.results if not attempt.results[i].ok]
+        remaining = [i for i in batch if i not in results]
+        if not remaining:
+            break
+        if attempt.stopped and not keep_going:
+            break
+        if fail_fast and failed:
+            break
+    for i, case in enumerate(cases):
+        if i not in results:
+            results[i] = CaseResult(case=case, status="not_run",
+                                    error="not run: an earlier case crashed, hung or failed")
+    return SuiteReport(
+        candidate=str(candidate), suite=suite, mode="bench" if mode == "bench" else "verify",
+        device=info.device, device_name=info.device_name, versions=info.versions,
+        cases=[results[i] for i in range(len(cases))], wall_s=time.monotonic() - started,
+    )

@@ -1,0 +1,185 @@
+"""The float64 property checker for compact QR factors.
+
+It never compares with torch.geqrf element-wise (any valid compact QR passes,
+whatever its sign convention) and it never raises: whatever a candidate
+returned, the answer is a :class:`VerifyResult`.
+
+Rules (the GPU MODE ``qr_v2`` gates, applied per matrix):
+  * output is a 2-tuple ``(H, tau)``; H is batch×n×n, tau batch×n, float32,
+    on the input's device, all finite, and not aliasing the candidate's input;
+  * Q = householder_product(H, tau) is formed exactly as the reference does
+    (in the outputs' float32) and must be finite; R = triu(H);
+  * ‖R − QᵀA‖₁ ≤ 20·n·eps32·‖A‖₁ and ‖QᵀQ − I‖₁ ≤ 100·n·eps32, in float64,
+    with A the pristine input that the candidate never saw.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from pydantic import BaseModel, ConfigDict
+
+from kernels.contract import EPS32, FACTOR_RTOL, ORTH_RTOL
+
+# float64 elements held per chunk of matrices (about 4 live copies of this size).
+_CHUNK_ELEMENTS = 1 << 25
+
+
+class VerifyResult(BaseModel):
+    """A verdict with its evidence.  Residuals are scaled by eps32·n (·‖A‖₁):
+    the factor gate is ``factor_scaled <= 20`` and the orthogonality gate
+    ``orth_scaled <= 100``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ok: bool
+    message: str
+    factor_scaled: float | None = None
+    orth_scaled: float | None = None
+    leakage_scaled: float | None = None
+    recon_scaled: float | None = None
+    worst_matrix: int | None = None
+
+    def summary(self) -> str:
+        def fmt(x: float | None) -> str:
+            return "-" if x is None else f"{x:.3g}"
+
+        return (
+            f"factor={fmt(self.factor_scaled)} orth={fmt(self.orth_scaled)} "
+            f"leak={fmt(self.leakage_scaled)} recon={fmt(self.recon_scaled)}"
+        )
+
+
+def _fail(message: str, **evidence: Any) -> VerifyResult:
+    return VerifyResult(ok=False, message=message, **evidence)
+
+
+def _storage_span(t: torch.Tensor) -> tuple[int, int]:
+    storage = t.untyped_storage()
+    start = storage.data_ptr()
+    return start, start + storage.nbytes()
+
+
+def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.device != b.device:
+        return False
+    a0, a1 = _storage_span(a)
+    b0, b1 = _storage_span(b)
+    return a0 < b1 and b0 < a1
+
+
+def _check_tensor(name: str, value: object, shape: tuple[int, ...], device: torch.device) -> str | None:
+    if not isinstance(value, torch.Tensor):
+        return f"{name} must be a torch.Tensor, got {type(value).__name__}"
+    if tuple(value.shape) != shape:
+        return f"{name} shape must be {shape}, got {tuple(value.shape)}"
+    if value.dtype != torch.float32:
+        return f"{name} dtype must be torch.float32, got {value.dtype}"
+    if value.device != device:
+        return f"{name} must be on {device}, got {value.device}"
+    if not bool(torch.isfinite(value).all()):
+        return f"{name} contains NaN or Inf"
+    return None
+
+
+def _l1(x: torch.Tensor) -> torch.Tensor:
+    """Matrix 1-norm (max column sum) of each matrix in a batch."""
+    return x.abs().sum(dim=-2).amax(dim=-1)
+
+
+def verify_qr(a: torch.Tensor, output: object, given: torch.Tensor | None = None) -> VerifyResult:
+    """Check ``output`` as the compact QR of the pristine batch ``a``.
+
+    ``given`` is the tensor the candidate was called with (a copy of ``a``):
+    outputs must not alias it and it must come back unchanged.
+    """
+    try:
+        return _verify(a, output, given)
+    except Exception as exc:  # a verdict, never an exception: candidates can return anything
+        return _fail(f"verifier could not evaluate the output: {type(exc).__name__}: {exc}")
+
+
+def _verify(a: torch.Tensor, output: object, given: torch.Tensor | None) -> VerifyResult:
+    batch, n, _ = a.shape
+    if not isinstance(output, tuple) or len(output) != 2:
+        kind = type(output).__name__
+        size = f" of length {len(output)}" if isinstance(output, (tuple, list)) else ""
+        return _fail(f"output must be a 2-tuple (H, tau), got {kind}{size}")
+    h, tau = output
+    error = _check_tensor("H", h, (batch, n, n), a.device) or _check_tensor("tau", tau, (batch, n), a.device)
+    if error:
+        return _fail(error)
+    assert isinstance(h, torch.Tensor) and isinstance(tau, torch.Tensor)
+    if given is not None:
+        for name, value in (("H", h), ("tau", tau)):
+            if _overlaps(value, given):
+                return _fail(f"{name} shares memory with the input A (outputs must be fresh tensors)")
+        if not torch.equal(given, a):
+            return _fail("the candidate modified its input A in place")
+
+    per_chunk = max(1, _CHUNK_ELEMENTS // max(1, n * n))
+    factor = torch.empty(batch, dtype=torch.float64, device=a.device)
+    orth = torch.empty_like(factor)
+    leak = torch.empty_like(factor)
+    recon = torch.empty_like(factor)
+    scale = torch.empty_like(factor)
+    for lo in range(0, batch, per_chunk):
+        hi = min(batch, lo + per_chunk)
+        q32 = torch.linalg.householder_product(h[lo:hi], tau[lo:hi])
+        if not bool(torch.isfinite(q32).all()):
+            return _fail("Q = householder_product(H, tau) contains NaN or Inf")
+        q = q32.double()
+        del q32
+        r = torch.triu(h[lo:hi]).double()
+        a64 = a[lo:hi].double()
+        projected = q.transpose(-1, -2) @ a64
+        scale[lo:hi] = _l1(a64)
+        factor[lo:hi] = _l1(r - projected)
+        leak[lo:hi] = _l1(torch.tril(projected, diagonal=-1))
+        recon[lo:hi] = _l1(q @ r - a64)
+        del projected, a64
+        eye = torch.eye(n, dtype=torch.float64, device=a.device)
+        orth[lo:hi] = _l1(q.transpose(-1, -2) @ q - eye)
+        del q, r
+
+    denom = EPS32 * max(n, 1)
+    norm = scale.clamp_min(1e-30)
+    factor_scaled = factor / (denom * norm)
+    leak_scaled = leak / (denom * norm)
+    recon_scaled = recon / (denom * norm)
+    orth_scaled = orth / denom
+    evidence = dict(
+        factor_scaled=_finite_max(factor_scaled),
+        orth_scaled=_finite_max(orth_scaled),
+        leakage_scaled=_finite_max(leak_scaled),
+        recon_scaled=_finite_max(recon_scaled),
+    )
+    # ``~(x <= limit)`` also fails NaN residuals.
+    factor_bad = ~(factor <= FACTOR_RTOL * denom * scale)
+    if bool(factor_bad.any()):
+        worst = int(torch.where(factor_bad, factor_scaled.nan_to_num(math.inf), -1.0).argmax())
+        return _fail(
+            f"R - QᵀA too large in matrix {worst}: scaled residual "
+            f"{float(factor_scaled[worst]):.3g} > {FACTOR_RTOL:g}",
+            worst_matrix=worst,
+            **evidence,
+        )
+    orth_bad = ~(orth <= ORTH_RTOL * denom)
+    if bool(orth_bad.any()):
+        worst = int(torch.where(orth_bad, orth_scaled.nan_to_num(math.inf), -1.0).argmax())
+        return _fail(
+            f"Q not orthogonal in matrix {worst}: scaled ‖QᵀQ−I‖₁ "
+            f"{float(orth_scaled[worst]):.3g} > {ORTH_RTOL:g}",
+            worst_matrix=worst,
+            **evidence,
+        )
+    worst = int(factor_scaled.argmax()) if batch else None
+    return VerifyResult(ok=True, message=f"ok (batch={batch}, n={n})", worst_matrix=worst, **evidence)
+
+
+def _finite_max(x: torch.Tensor) -> float | None:
+    if x.numel() == 0:
+        return None
+    return float(x.nan_to_num(math.inf).max())

@@ -1,0 +1,30 @@
+"""The ``qrsearch`` command line: one Typer app, commands from the cli_* modules."""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+from search.cli_eval import bench_command, verify_command
+
+app = typer.Typer(
+    name="qrsearch",
+    help="Evolutionary search for fast, verified batched FP32 QR kernels (torch.geqrf's contract).",
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+)
+
+app.command("verify")(verify_command)
+app.command("bench")(bench_command)
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    try:
+        app(args=argv, prog_name="qrsearch")
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        raise SystemExit(130)
