@@ -143,35 +143,85 @@ def verify_command(
 
 
 def bench_command(
-    file: Path = typer.Argument(..., help="candidate file defining custom_kernel(A) -> (H, tau)"),
+    files: list[Path] = typer.Argument(..., help="candidate file(s) defining custom_kernel(A) -> (H, tau)"),
     suite: Optional[str] = typer.Option(None, help="suite name (default: qrv2-bench on a GPU, smoke-bench on CPU)"),
     timeout: float = typer.Option(300.0, help="seconds allowed per case (compile and timing included)"),
-    json_path: Optional[Path] = typer.Option(None, "--json", help="also write the report as JSON here"),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="also write the report(s) as JSON here"),
     keep_going: bool = typer.Option(False, "--keep-going", help="after a crash or hang, run the remaining cases"),
     profile: bool = typer.Option(False, "--profile", help="add a torch.profiler summary per case"),
     baseline: bool = typer.Option(True, help="time torch.geqrf in the same run for speedups"),
+    baseline_json: Optional[Path] = typer.Option(
+        None, help="reuse torch.geqrf timings from an earlier --json of this suite on this device"),
     device: str = typer.Option("auto", help="auto, cpu or cuda"),
 ) -> None:
-    """Verify, then time a candidate against torch.geqrf (exit 1 if any case fails, timing included)."""
-    suite = _check_inputs(file, suite, "bench")
-    report = _run(file, suite, "bench", timeout, keep_going, profile, device, "benchmarking")
-    failure = _load_failure(report)
-    if failure:
-        err_console.print(f"[red]error:[/] {file}: {failure}")
-        _write_json(json_path, report.to_json())
-        raise typer.Exit(1)
-    if baseline:
-        base = _run(BASELINE_PATH, suite, "bench", max(timeout, 600.0), True, False, device, "timing torch.geqrf")
-        report = report.with_baseline(base)
-    console.print(_bench_table(report))
-    if profile:
-        _print_profiles(report)
-    gm = report.geomean_speedup
-    ms = report.geomean_ms
-    console.print(f"geomean: {_fmt(ms, '.4g')} ms; speedup vs torch.geqrf: {_fmt(gm, '.2f')}x"
-                  + ("" if report.ok else f"  [red]({sum(not c.ok for c in report.cases)} cases failed)[/]"))
-    _write_json(json_path, report.to_json())
-    raise typer.Exit(0 if report.ok else 1)
+    """Verify, then time candidates against torch.geqrf (exit 1 if any case fails, timing included).
+
+    With several files, torch.geqrf is timed once and a best-per-case composite table follows."""
+    suites = {_check_inputs(f, suite, "bench") for f in files}
+    suite = suites.pop()
+    reports: list[SuiteReport] = []
+    all_ok = True
+    for file in files:
+        report = _run(file, suite, "bench", timeout, keep_going, profile, device, f"benchmarking {file.name}")
+        failure = _load_failure(report)
+        if failure:
+            err_console.print(f"[red]error:[/] {file}: {failure}")
+        reports.append(report)
+        all_ok = all_ok and report.ok
+    base = _baseline(suite, baseline, baseline_json, timeout, device)
+    if base is not None:
+        reports = [r.with_baseline(base) for r in reports]
+    payload: list[dict] = []
+    for report in reports:
+        if not _load_failure(report):
+            console.print(_bench_table(report))
+            if profile:
+                _print_profiles(report)
+            console.print(_geomean_line(report))
+        payload.append(report.to_json())
+    if len(reports) > 1:
+        composite = composite_report(reports)
+        console.print(_bench_table(composite))
+        console.print(_geomean_line(composite))
+        payload.append(composite.to_json())
+    if base is not None:
+        payload.append({"baseline": base.to_json()})
+    _write_json(json_path, payload[0] if len(payload) == 1 else {"reports": payload})
+    raise typer.Exit(0 if all_ok else 1)
+
+
+def _geomean_line(report: SuiteReport) -> str:
+    failed = sum(not c.ok for c in report.cases)
+    return (f"{report.candidate}: geomean {_fmt(report.geomean_ms, '.4g')} ms; speedup vs torch.geqrf "
+            f"{_fmt(report.geomean_speedup, '.2f')}x" + (f"  [red]({failed} cases failed)[/]" if failed else ""))
+
+
+def _baseline(suite: str, enabled: bool, saved: Optional[Path], timeout: float, device: str) -> SuiteReport | None:
+    if saved is not None:
+        data = json.loads(saved.read_text())
+        if "reports" in data:
+            data = data["reports"][0]
+        report = SuiteReport.model_validate(data)
+        if report.suite != suite:
+            raise typer.BadParameter(f"{saved} holds suite {report.suite!r}, not {suite!r}", param_hint="--baseline-json")
+        return report
+    if not enabled:
+        return None
+    return _run(BASELINE_PATH, suite, "bench", max(timeout, 600.0), True, False, device, "timing torch.geqrf")
+
+
+def composite_report(reports: list[SuiteReport]) -> SuiteReport:
+    """Best passing candidate per case (by median time); the label names the winners."""
+    cases = []
+    winners = []
+    for index, first in enumerate(reports[0].cases):
+        passing = [r.cases[index] for r in reports if r.cases[index].ok and r.cases[index].timing]
+        best = min(passing, key=lambda c: c.timing.median_ms) if passing else first  # type: ignore[union-attr]
+        owner = next((r for r in reports if r.cases[index] is best), reports[0])
+        winners.append(Path(owner.candidate).stem)
+        cases.append(best.model_copy(update={"error": None if best.ok else best.error}))
+    label = "composite (best per case: " + ", ".join(sorted(set(winners))) + ")"
+    return reports[0].model_copy(update={"candidate": label, "cases": cases})
 
 
 def _print_profiles(report: SuiteReport) -> None:

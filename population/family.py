@@ -1,0 +1,245 @@
+"""A family: islands of one line of hypotheses, its champion, and its structures' records.
+
+Champion rule (what ``tell`` enforces):
+
+1. The first verified candidate of a family becomes champion at once (nothing to
+   compare with); its structure becomes ``champion``.
+2. A verified candidate of a judged structure (``champion``, ``matured``, or a
+   ``retired`` one that finally verified) becomes champion as soon as it is
+   strictly faster than the champion.
+3. A verified candidate of a ``maturing`` structure never takes the title
+   directly.  When the structure has had ``tuning_budget`` evaluations after its
+   first (or its deadline passes), its best is compared once with the champion:
+   strictly faster wins; otherwise it becomes ``matured`` and loses protection.
+
+So the champion is always the fastest verified candidate among judged
+structures, and it is never evicted.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import Field
+
+from population.config import FamilyConfig
+from population.island import Island
+from population.maturation import MaturationPolicy, StructureRecord, StructureStatus, protected_ids
+from population.migration import make_migrant, plan_migrations
+from population.models import Candidate, CandidateId, Frozen, Origin, State, id_sort_key
+from population.rng import derived_rng, rng_from_json, rng_state_to_json
+from population.selection import select
+
+
+class ChampionChange(Frozen):
+    family: str
+    old_id: CandidateId | None
+    new_id: CandidateId
+    fitness_ms: float
+    family_evals: int
+    cause: str  # first | improved | overtook | matured
+
+
+class TellReport(Frozen):
+    """Everything one evaluation changed, so a store can persist it in one transaction."""
+
+    candidate: Candidate
+    evicted: tuple[CandidateId, ...] = ()
+    structures: tuple[StructureRecord, ...] = ()
+    champion_changes: tuple[ChampionChange, ...] = ()
+    migrants: tuple[Candidate, ...] = ()
+    touched: tuple[CandidateId, ...] = Field(default=(), description="ids whose membership may have changed")
+
+
+class Family:
+    def __init__(self, config: FamilyConfig, rng: random.Random) -> None:
+        self.config = config
+        self.name = config.name
+        self.rng = rng
+        self.islands = [Island(config.name, i, config.capacity) for i in range(config.islands)]
+        self.policy = MaturationPolicy(config.tuning_budget, config.maturation_timeout)
+        self.champion: Candidate | None = None
+        self.structures: dict[str, StructureRecord] = {}
+        self.evals = 0
+
+    @classmethod
+    def fresh(cls, config: FamilyConfig, seed: int) -> Family:
+        return cls(config, derived_rng(seed, f"select/{config.name}"))
+
+    # --- queries -------------------------------------------------------------------------
+
+    def island(self, index: int) -> Island:
+        if not 0 <= index < len(self.islands):
+            raise IndexError(f"family {self.name} has no island {index} (it has {len(self.islands)})")
+        return self.islands[index]
+
+    def find(self, cid: str) -> Candidate | None:
+        for island in self.islands:
+            member = island.get(cid)
+            if member is not None:
+                return member
+        return None
+
+    def members(self) -> list[Candidate]:
+        return [m for island in self.islands for m in island.ranked()]
+
+    def maturing(self) -> list[StructureRecord]:
+        """Structures still owed tuning, oldest first (the order they are judged in)."""
+        recs = [r for r in self.structures.values() if r.status is StructureStatus.MATURING]
+        return sorted(recs, key=lambda r: (r.created_eval, id_sort_key(r.first_candidate_id)))
+
+    def exempt_ids(self) -> set[str]:
+        exempt = protected_ids(list(self.structures.values()))
+        if self.champion is not None:
+            exempt.add(self.champion.id)
+        return exempt
+
+    def select_parent(self, island: int) -> Candidate | None:
+        return select(self.island(island).ranked(), self.rng, self.config.selection)
+
+    # --- updates -------------------------------------------------------------------------
+
+    def tell(self, candidate: Candidate, new_id: Callable[[], str], now: float) -> TellReport:
+        """Take one finished evaluation into account (see the module doc for the rules)."""
+        if candidate.family != self.name:
+            raise ValueError(f"{candidate.id} is in family {candidate.family}, not {self.name}")
+        if not candidate.state.is_terminal:
+            raise ValueError(f"{candidate.id} is {candidate.state}; only finished evaluations are told")
+        if candidate.origin is Origin.MIGRATION:
+            raise ValueError(f"{candidate.id} is a migrant copy; migrants are never evaluated")
+        island = self.island(candidate.island)
+        if candidate.id in island:
+            raise ValueError(f"{candidate.id} was already told")
+        self.evals += 1
+        changed: dict[str, StructureRecord] = {}
+        changes: list[ChampionChange] = []
+        touched: list[str] = [candidate.id]
+
+        fp = candidate.fingerprint
+        rec = self.structures.get(fp) or StructureRecord(
+            family=self.name, fingerprint=fp, first_candidate_id=candidate.id, created_eval=self.evals)
+        rec = rec.observe(candidate)
+        if rec.status is StructureStatus.RETIRED and candidate.state is State.VERIFIED:
+            rec = rec.with_status(StructureStatus.MATURED)
+        self._put(rec, changed)
+
+        if candidate.state is State.VERIFIED:
+            island.add(candidate)
+            if self.champion is None:
+                self._crown(candidate, "first", changed, changes)
+            elif rec.status is not StructureStatus.MATURING and self._faster(candidate):
+                cause = "improved" if fp == self.champion.fingerprint else "overtook"
+                self._crown(candidate, cause, changed, changes)
+
+        for due in [r for r in self.maturing() if self.policy.is_due(r, self.evals)]:
+            self._conclude(due, changed, changes)
+
+        evicted = self._enforce_all()
+        migrants: list[Candidate] = []
+        interval = self.config.migration.interval
+        if interval and self.evals % interval == 0:
+            for source, target in plan_migrations(self.islands, self.config.migration.topology):
+                migrant = make_migrant(source, target, new_id, now)
+                self.islands[target].add(migrant)
+                migrants.append(migrant)
+            evicted += self._enforce_all()
+        touched += [m.id for m in migrants] + evicted
+        return TellReport(candidate=candidate, evicted=tuple(evicted), structures=tuple(changed.values()),
+                          champion_changes=tuple(changes), migrants=tuple(migrants),
+                          touched=tuple(dict.fromkeys(touched)))
+
+    def _faster(self, candidate: Candidate) -> bool:
+        assert self.champion is not None and candidate.fitness_ms is not None
+        return candidate.fitness_ms < self.champion.fitness_ms  # type: ignore[operator]
+
+    def _put(self, rec: StructureRecord, changed: dict[str, StructureRecord]) -> None:
+        self.structures[rec.fingerprint] = rec
+        changed[rec.fingerprint] = rec
+
+    def _crown(self, winner: Candidate, cause: str, changed: dict[str, StructureRecord],
+               changes: list[ChampionChange]) -> None:
+        old = self.champion
+        if old is not None and old.fingerprint != winner.fingerprint:
+            self._put(self.structures[old.fingerprint].with_status(StructureStatus.MATURED, self.evals), changed)
+        self._put(self.structures[winner.fingerprint].with_status(StructureStatus.CHAMPION, self.evals), changed)
+        self.champion = winner
+        changes.append(ChampionChange(family=self.name, old_id=old.id if old else None, new_id=winner.id,
+                                      fitness_ms=winner.fitness_ms, family_evals=self.evals, cause=cause))
+
+    def _conclude(self, rec: StructureRecord, changed: dict[str, StructureRecord],
+                  changes: list[ChampionChange]) -> None:
+        if rec.best_id is None:
+            self._put(rec.with_status(StructureStatus.RETIRED, self.evals), changed)
+            return
+        best = self.find(rec.best_id)
+        assert best is not None, f"protected best {rec.best_id} of {rec.fingerprint} is missing"
+        if self.champion is None or self._faster(best):
+            self._crown(best, "matured" if self.champion else "first", changed, changes)
+        else:
+            self._put(rec.with_status(StructureStatus.MATURED, self.evals), changed)
+
+    def _enforce_all(self) -> list[str]:
+        exempt = self.exempt_ids()
+        return [c.id for island in self.islands for c in island.enforce_capacity(exempt)]
+
+    # --- persistence -------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """A JSON-able image of the family; equal images mean equal future behaviour."""
+        return {
+            "name": self.name,
+            "config": self.config.model_dump(mode="json"),
+            "evals": self.evals,
+            "champion": self.champion.id if self.champion else None,
+            "members": [m.model_dump(mode="json") for m in sorted(self.members(), key=lambda c: id_sort_key(c.id))],
+            "structures": [self.structures[k].model_dump(mode="json") for k in sorted(self.structures)],
+            "rng": rng_state_to_json(self.rng),
+        }
+
+    @classmethod
+    def restore(cls, config: FamilyConfig, *, evals: int, champion_id: str | None, members: list[Candidate],
+                structures: list[StructureRecord], rng: random.Random) -> Family:
+        fam = cls(config, rng)
+        fam.evals = evals
+        for m in members:
+            fam.island(m.island).add(m)
+        fam.structures = {r.fingerprint: r for r in structures}
+        if champion_id is not None:
+            fam.champion = fam.find(champion_id)
+            if fam.champion is None:
+                raise ValueError(f"family {fam.name}: champion {champion_id} is not an island member")
+        return fam
+
+    @classmethod
+    def from_snapshot(cls, data: dict[str, Any]) -> Family:
+        return cls.restore(FamilyConfig.model_validate(data["config"]), evals=data["evals"],
+                           champion_id=data["champion"],
+                           members=[Candidate.model_validate(m) for m in data["members"]],
+                           structures=[StructureRecord.model_validate(s) for s in data["structures"]],
+                           rng=rng_from_json(data["rng"]))
+
+    def invariant_violations(self) -> list[str]:
+        """Checks the rules hold; empty when healthy (used by tests and consistency checks)."""
+        problems: list[str] = []
+        exempt = self.exempt_ids()
+        for island in self.islands:
+            if len(island) > island.capacity and any(m.id not in exempt for m in island.ranked()):
+                problems.append(f"{self.name}/{island.index}: over capacity with evictable members")
+        if self.champion is not None and self.find(self.champion.id) is None:
+            problems.append(f"{self.name}: champion {self.champion.id} is not a member")
+        for rec in self.structures.values():
+            if rec.status is StructureStatus.MATURING and rec.best_id and self.find(rec.best_id) is None:
+                problems.append(f"{self.name}: protected {rec.best_id} ({rec.fingerprint}) is not a member")
+        champs = [r for r in self.structures.values() if r.status is StructureStatus.CHAMPION]
+        if self.champion is not None:
+            if [r.fingerprint for r in champs] != [self.champion.fingerprint]:
+                problems.append(f"{self.name}: champion structure records disagree: {champs}")
+            for rec in self.structures.values():
+                if rec.status in (StructureStatus.MATURED, StructureStatus.CHAMPION) and rec.best_fitness_ms \
+                        is not None and rec.best_fitness_ms < self.champion.fitness_ms:  # type: ignore[operator]
+                    problems.append(f"{self.name}: judged structure {rec.fingerprint} beats the champion")
+        elif champs:
+            problems.append(f"{self.name}: a champion structure without a champion")
+        return problems
