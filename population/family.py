@@ -22,8 +22,6 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import Field
-
 from population.config import FamilyConfig
 from population.island import Island
 from population.maturation import MaturationPolicy, StructureRecord, StructureStatus, protected_ids
@@ -50,7 +48,7 @@ class TellReport(Frozen):
     structures: tuple[StructureRecord, ...] = ()
     champion_changes: tuple[ChampionChange, ...] = ()
     migrants: tuple[Candidate, ...] = ()
-    touched: tuple[CandidateId, ...] = Field(default=(), description="ids whose membership may have changed")
+    already_recorded: bool = False  # the same outcome was told before; nothing changed
 
 
 class Family:
@@ -115,7 +113,6 @@ class Family:
         self.evals += 1
         changed: dict[str, StructureRecord] = {}
         changes: list[ChampionChange] = []
-        touched: list[str] = [candidate.id]
 
         fp = candidate.fingerprint
         rec = self.structures.get(fp) or StructureRecord(
@@ -145,10 +142,8 @@ class Family:
                 self.islands[target].add(migrant)
                 migrants.append(migrant)
             evicted += self._enforce_all()
-        touched += [m.id for m in migrants] + evicted
         return TellReport(candidate=candidate, evicted=tuple(evicted), structures=tuple(changed.values()),
-                          champion_changes=tuple(changes), migrants=tuple(migrants),
-                          touched=tuple(dict.fromkeys(touched)))
+                          champion_changes=tuple(changes), migrants=tuple(migrants))
 
     def _faster(self, candidate: Candidate) -> bool:
         assert self.champion is not None and candidate.fitness_ms is not None

@@ -1,0 +1,141 @@
+"""Lineage questions over a run store: ancestors, descendants, champion chains, source diffs.
+
+Parent links live in ``candidates.parent1/parent2`` (indexed both ways); the graph
+is a DAG once crossovers join two lines, so the recursive queries use ``UNION``
+(not ``UNION ALL``) to visit a shared ancestor once.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+
+from population.models import Candidate, Frozen
+from population.store import RunStore
+from population.store_rows import CAND_COLS, ChampionEntry, candidate_from_row
+
+_ANCESTORS = f"""
+WITH RECURSIVE anc(id) AS (
+    SELECT parent1 FROM candidates WHERE id = :id AND parent1 IS NOT NULL
+    UNION SELECT parent2 FROM candidates WHERE id = :id AND parent2 IS NOT NULL
+    UNION SELECT c.parent1 FROM candidates c JOIN anc ON c.id = anc.id WHERE c.parent1 IS NOT NULL
+    UNION SELECT c.parent2 FROM candidates c JOIN anc ON c.id = anc.id WHERE c.parent2 IS NOT NULL
+)
+SELECT {CAND_COLS} FROM candidates WHERE id IN (SELECT id FROM anc) ORDER BY seq DESC
+"""
+
+_DESCENDANTS = f"""
+WITH RECURSIVE des(id) AS (
+    SELECT :id
+    UNION SELECT c.id FROM candidates c JOIN des ON c.parent1 = des.id
+    UNION SELECT c.id FROM candidates c JOIN des ON c.parent2 = des.id
+)
+SELECT {CAND_COLS} FROM candidates WHERE id IN (SELECT id FROM des) AND id != :id ORDER BY seq
+"""
+
+
+class LineageNode(Frozen):
+    candidate: Candidate
+    children: tuple[LineageNode, ...] = ()
+
+    def size(self) -> int:
+        return 1 + sum(child.size() for child in self.children)
+
+
+def parents(store: RunStore, cid: str) -> list[Candidate]:
+    return [store.get_candidate(p) for p in store.get_candidate(cid).parent_ids]
+
+
+def children(store: RunStore, cid: str) -> list[Candidate]:
+    rows = store.connection.execute(
+        f"SELECT {CAND_COLS} FROM candidates WHERE parent1 = ? UNION "
+        f"SELECT {CAND_COLS} FROM candidates WHERE parent2 = ? ORDER BY seq", (cid, cid)).fetchall()
+    return [candidate_from_row(r, store.path) for r in rows]
+
+
+def ancestors(store: RunStore, cid: str) -> list[Candidate]:
+    """Every ancestor (through both parents of crossovers), newest first."""
+    store.get_candidate(cid)
+    rows = store.connection.execute(_ANCESTORS, {"id": cid}).fetchall()
+    return [candidate_from_row(r, store.path) for r in rows]
+
+
+def descendants(store: RunStore, cid: str) -> list[Candidate]:
+    """Every descendant, oldest first."""
+    store.get_candidate(cid)
+    rows = store.connection.execute(_DESCENDANTS, {"id": cid}).fetchall()
+    return [candidate_from_row(r, store.path) for r in rows]
+
+
+def tree(store: RunStore, root_id: str) -> LineageNode:
+    """The descendant tree under ``root_id``.
+
+    A crossover child appears under its first parent only, so the result is a tree
+    even where lines merge.
+    """
+    with store.read():
+        root = store.get_candidate(root_id)
+        below = descendants(store, root_id)
+    kids: dict[str, list[Candidate]] = {}
+    for c in below:
+        kids.setdefault(c.parent_ids[0], []).append(c)
+    return _build(root, kids)
+
+
+def _build(node: Candidate, kids: dict[str, list[Candidate]]) -> LineageNode:
+    # Iterative post-order: a 1,000-deep chain must not hit Python's recursion limit.
+    stack: list[tuple[Candidate, int]] = [(node, 0)]
+    built: dict[str, LineageNode] = {}
+    while stack:
+        cand, i = stack.pop()
+        mine = kids.get(cand.id, [])
+        if i < len(mine):
+            stack.append((cand, i + 1))
+            stack.append((mine[i], 0))
+        else:
+            built[cand.id] = LineageNode(candidate=cand, children=tuple(built.pop(k.id) for k in mine))
+    return built[node.id]
+
+
+def family_tree(store: RunStore, family: str) -> list[LineageNode]:
+    """One tree per root of the family (its seeds and any candidate whose parents are elsewhere)."""
+    with store.read():
+        members = store.list_candidates(family=family)
+    ids = {c.id for c in members}
+    kids: dict[str, list[Candidate]] = {}
+    roots: list[Candidate] = []
+    for c in members:
+        if c.parent_ids and c.parent_ids[0] in ids:
+            kids.setdefault(c.parent_ids[0], []).append(c)
+        else:
+            roots.append(c)
+    return [_build(r, kids) for r in roots]
+
+
+def champion_chain(store: RunStore, family: str) -> list[ChampionEntry]:
+    """Successive champions of a family, oldest first, with when and why each took over."""
+    return store.champion_history(family)
+
+
+def diff(store: RunStore, child_id: str, parent_id: str | None = None, context: int = 3) -> str:
+    """Unified diff from a parent's source to the child's (first parent by default).
+
+    Parameter changes are appended as a second diff, since an Optuna child differs
+    from its parent only there.
+    """
+    with store.read():
+        child = store.get_candidate(child_id)
+        if parent_id is None:
+            if not child.parent_ids:
+                raise ValueError(f"{child_id} has no parent to diff against")
+            parent_id = child.parent_ids[0]
+        parent = store.get_candidate(parent_id)
+        old, new = store.source(parent.source_sha256), store.source(child.source_sha256)
+    out = list(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                    fromfile=f"a/{parent.id}", tofile=f"b/{child.id}", n=context))
+    if parent.params != child.params:
+        pa = json.dumps(parent.params, indent=1, sort_keys=True).splitlines(keepends=True)
+        ch = json.dumps(child.params, indent=1, sort_keys=True).splitlines(keepends=True)
+        out += difflib.unified_diff(pa, ch, fromfile=f"a/{parent.id}/params", tofile=f"b/{child.id}/params",
+                                    n=context)
+    return "".join(line if line.endswith("\n") else line + "\n" for line in out)

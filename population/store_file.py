@@ -1,0 +1,221 @@
+"""The run store's file: creation, opening and checks, locking, and transactions.
+
+Every change happens inside :meth:`RunStore.transaction` (``BEGIN IMMEDIATE`` ...
+``COMMIT``), in WAL mode with ``synchronous=NORMAL``: a commit that returned is in
+the OS's hands and survives the process being killed (not a power cut, which
+would need ``FULL``).  One writer per run is enforced with an advisory lock file;
+any number of readers may open the run read-only while it is being written.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Self
+
+from population.errors import RunStoreError, StoreCorrupt, StoreExists, StoreLocked, StoreReadOnly
+from population.store_schema import (APPLICATION_ID, DDL, LOCK_NAME, SCHEMA_VERSION, check_header,
+                                     check_identity, db_path, fsync_dir)
+
+BUSY_TIMEOUT_MS = 10_000
+
+
+def _is_corruption(exc: sqlite3.DatabaseError) -> bool:
+    text = str(exc).lower()
+    return "malformed" in text or "not a database" in text or "disk image" in text
+
+
+class StoreFile:
+    def __init__(self, path: Path, conn: sqlite3.Connection, readonly: bool, lock_fd: int | None) -> None:
+        self.path = path
+        self.run_dir = path.parent
+        self.readonly = readonly
+        self._conn = conn
+        self._lock_fd = lock_fd
+        self._depth = 0
+        self._mutex = threading.RLock()
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, run_dir: Path | str, config_json: str) -> Self:
+        """Make a new store; refuses if one is already there.
+
+        The file is built under a temporary name and linked into place, so a process
+        killed during creation leaves either no store or a complete one.
+        """
+        run_dir = Path(run_dir)
+        path = db_path(run_dir)
+        json.loads(config_json)  # the config must be JSON; fail before creating anything
+        if path.exists():
+            raise StoreExists(path, "a run store already exists; open it to resume, or pick a new run name")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        lock_fd = _lock(run_dir, path)
+        try:
+            if path.exists():
+                raise StoreExists(path, "a run store already exists; open it to resume, or pick a new run name")
+            for stale in run_dir.glob(".run.sqlite.*.tmp*"):
+                stale.unlink()  # leftovers of a creator that was killed; we hold the lock
+            tmp = run_dir / f".run.sqlite.{os.getpid()}.tmp"
+            conn = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                conn.executescript("BEGIN;" + DDL + "COMMIT;")
+                now = repr(time.time())
+                conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", [
+                    ("schema_version", str(SCHEMA_VERSION)), ("application", "qrsearch.population"),
+                    ("created_at", now)])
+                conn.execute("INSERT INTO kv(key, value) VALUES ('config', ?)", (config_json,))
+                conn.execute("PRAGMA journal_mode = WAL")
+            finally:
+                conn.close()
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise StoreExists(path, "a run store appeared while this one was being created") from None
+            finally:
+                tmp.unlink()
+            fsync_dir(run_dir)
+            return cls._connect(path, readonly=False, lock_fd=lock_fd, integrity=False)
+        except BaseException:
+            os.close(lock_fd)
+            raise
+
+    @classmethod
+    def open(cls, run_dir: Path | str, readonly: bool = False, *, integrity: bool = True) -> Self:
+        """Open an existing store; ``readonly`` opens never block nor disturb a writer.
+
+        ``integrity`` runs SQLite's quick_check, which finds truncation and damaged pages.
+        """
+        path = db_path(Path(run_dir))
+        check_header(path)
+        lock_fd = None if readonly else _lock(path.parent, path)
+        try:
+            return cls._connect(path, readonly=readonly, lock_fd=lock_fd, integrity=integrity)
+        except BaseException:
+            if lock_fd is not None:
+                os.close(lock_fd)
+            raise
+
+    @classmethod
+    def _connect(cls, path: Path, *, readonly: bool, lock_fd: int | None, integrity: bool) -> Self:
+        # Validate through a read-only connection first so that nothing can be written to
+        # a file that turns out to be damaged or foreign.
+        probe: sqlite3.Connection | None = None
+        try:
+            probe = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+            probe.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            check_identity(probe, path, integrity=integrity)
+            if readonly:
+                probe.execute("PRAGMA query_only = ON")
+                conn, probe = probe, None
+            else:
+                conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.DatabaseError as exc:
+            raise StoreCorrupt(path, f"cannot be read as a run store: {exc}") from exc
+        finally:
+            if probe is not None:
+                probe.close()
+        return cls(path, conn, readonly, lock_fd)
+
+    def close(self) -> None:
+        with self._mutex:
+            self._conn.close()
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """For read queries by :mod:`population.lineage` and inspection tools."""
+        return self._conn
+
+    # --- transactions ----------------------------------------------------------------------
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._depth > 0
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One atomic change; nested uses join the outermost, which alone commits."""
+        if self.readonly:
+            raise StoreReadOnly(self.path, "opened read-only; cannot write")
+        with self._mutex:
+            outer = self._depth == 0
+            if outer:
+                self._execute("BEGIN IMMEDIATE")
+            self._depth += 1
+            try:
+                yield
+            except BaseException:
+                self._depth -= 1
+                if outer and self._conn.in_transaction:  # SQLite may have rolled back already
+                    self._conn.execute("ROLLBACK")
+                raise
+            self._depth -= 1
+            if outer:
+                self._execute("COMMIT")
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        """A consistent snapshot for several queries (a reader sees one commit, not half of two)."""
+        with self._mutex:
+            if self._depth:
+                yield
+                return
+            self._execute("BEGIN")
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                self._conn.execute("COMMIT")
+
+    def _execute(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Cursor:
+        try:
+            return self._conn.execute(sql, tuple(params))
+        except sqlite3.DatabaseError as exc:
+            if _is_corruption(exc):
+                raise StoreCorrupt(self.path, str(exc)) from exc
+            raise
+
+    def _write(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Cursor:
+        if not self._depth or self.readonly:
+            raise RunStoreError(self.path, "writes must happen inside store.transaction()")
+        return self._execute(sql, params)
+
+    def _one(self, sql: str, params: Iterable[Any] = ()) -> Any:
+        row = self._execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+
+
+def _lock(run_dir: Path, path: Path) -> int:
+    fd = os.open(run_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StoreLocked(path, "another process has this run open for writing") from None
+    return fd
