@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
 import math
 import random
 import re
@@ -173,9 +174,14 @@ def read_params(source: str) -> dict[str, Any]:
     return value
 
 
+def _literal(value: Any) -> str:
+    # Double-quoted strings, like the hand-written blocks in the family files.
+    return json.dumps(value) if isinstance(value, str) else repr(value)
+
+
 def format_params(params: Mapping[str, Any]) -> str:
     lines = ["PARAMS = {"]
-    lines += [f"    {key!r}: {value!r}," for key, value in params.items()]
+    lines += [f"    {_literal(key)}: {_literal(value)}," for key, value in params.items()]
     lines.append("}")
     return "\n".join(lines) + "\n"
 

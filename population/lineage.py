@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Iterator
 
-from population.models import Candidate, Frozen
+from population.models import Candidate, CandidateId, Frozen
 from population.store import RunStore
 from population.store_rows import CAND_COLS, ChampionEntry, candidate_from_row
 
@@ -34,12 +35,24 @@ SELECT {CAND_COLS} FROM candidates WHERE id IN (SELECT id FROM des) AND id != :i
 """
 
 
-class LineageNode(Frozen):
-    candidate: Candidate
-    children: tuple[LineageNode, ...] = ()
+class LineageTree(Frozen):
+    """A descendant tree kept flat (ids to children), so that a chain thousands deep can
+    be walked, compared and written to JSON without recursion."""
+
+    root: CandidateId
+    nodes: dict[CandidateId, Candidate]
+    children: dict[CandidateId, tuple[CandidateId, ...]]
+
+    def walk(self) -> Iterator[tuple[Candidate, int]]:
+        """(candidate, depth) pairs, depth first, children in creation order."""
+        stack = [(self.root, 0)]
+        while stack:
+            cid, depth = stack.pop()
+            yield self.nodes[cid], depth
+            stack.extend((k, depth + 1) for k in reversed(self.children.get(cid, ())))
 
     def size(self) -> int:
-        return 1 + sum(child.size() for child in self.children)
+        return len(self.nodes)
 
 
 def parents(store: RunStore, cid: str) -> list[Candidate]:
@@ -67,7 +80,7 @@ def descendants(store: RunStore, cid: str) -> list[Candidate]:
     return [candidate_from_row(r, store.path) for r in rows]
 
 
-def tree(store: RunStore, root_id: str) -> LineageNode:
+def tree(store: RunStore, root_id: str) -> LineageTree:
     """The descendant tree under ``root_id``.
 
     A crossover child appears under its first parent only, so the result is a tree
@@ -76,40 +89,36 @@ def tree(store: RunStore, root_id: str) -> LineageNode:
     with store.read():
         root = store.get_candidate(root_id)
         below = descendants(store, root_id)
-    kids: dict[str, list[Candidate]] = {}
-    for c in below:
-        kids.setdefault(c.parent_ids[0], []).append(c)
-    return _build(root, kids)
+    return _assemble([root], [root, *below])[0]
 
 
-def _build(node: Candidate, kids: dict[str, list[Candidate]]) -> LineageNode:
-    # Iterative post-order: a 1,000-deep chain must not hit Python's recursion limit.
-    stack: list[tuple[Candidate, int]] = [(node, 0)]
-    built: dict[str, LineageNode] = {}
-    while stack:
-        cand, i = stack.pop()
-        mine = kids.get(cand.id, [])
-        if i < len(mine):
-            stack.append((cand, i + 1))
-            stack.append((mine[i], 0))
-        else:
-            built[cand.id] = LineageNode(candidate=cand, children=tuple(built.pop(k.id) for k in mine))
-    return built[node.id]
-
-
-def family_tree(store: RunStore, family: str) -> list[LineageNode]:
+def family_tree(store: RunStore, family: str) -> list[LineageTree]:
     """One tree per root of the family (its seeds and any candidate whose parents are elsewhere)."""
     with store.read():
         members = store.list_candidates(family=family)
     ids = {c.id for c in members}
-    kids: dict[str, list[Candidate]] = {}
-    roots: list[Candidate] = []
-    for c in members:
-        if c.parent_ids and c.parent_ids[0] in ids:
-            kids.setdefault(c.parent_ids[0], []).append(c)
-        else:
-            roots.append(c)
-    return [_build(r, kids) for r in roots]
+    roots = [c for c in members if not (c.parent_ids and c.parent_ids[0] in ids)]
+    return _assemble(roots, members)
+
+
+def _assemble(roots: list[Candidate], cands: list[Candidate]) -> list[LineageTree]:
+    kids: dict[str, list[str]] = {}
+    by_id = {c.id: c for c in cands}
+    root_ids = {r.id for r in roots}
+    for c in cands:
+        if c.parent_ids and c.parent_ids[0] in by_id and c.id not in root_ids:
+            kids.setdefault(c.parent_ids[0], []).append(c.id)
+    trees: list[LineageTree] = []
+    for root in roots:
+        nodes: dict[str, Candidate] = {}
+        stack = [root.id]
+        while stack:
+            cid = stack.pop()
+            nodes[cid] = by_id[cid]
+            stack.extend(kids.get(cid, ()))
+        trees.append(LineageTree(root=root.id, nodes=nodes,
+                                 children={k: tuple(v) for k, v in kids.items() if k in nodes}))
+    return trees
 
 
 def champion_chain(store: RunStore, family: str) -> list[ChampionEntry]:

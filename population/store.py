@@ -280,6 +280,6 @@ class RunStore(StoreFile):
                         result=None if r[18] is None else result_from_json(r[18]), told_seq=r[17])
                 for r in rows]
 
-    def check_consistency(self) -> list[str]:
+    def check_consistency(self, *, deep: bool = False) -> list[str]:
         """Cross-table invariants; empty when the store is consistent (see :mod:`population.consistency`)."""
-        return check_consistency(self)
+        return check_consistency(self, deep=deep)

@@ -21,7 +21,7 @@ from kernels.suites import get_suite, suite_names
 
 # Tables are wide; when piped, do not squeeze them into 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 170)
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 _STATUS_STYLE = {"passed": "green", "not_run": "dim"}
 
@@ -79,12 +79,12 @@ def _status(result: CaseResult) -> str:
 
 
 def _header(report: SuiteReport) -> str:
-    versions = " ".join(f"{k} {v}" for k, v in report.versions.items())
-    return f"{report.candidate} on {report.device_name} ({report.device}); {versions}"
+    versions = ", ".join(f"{k} {v}" for k, v in report.versions.items())
+    return f"{report.candidate}\n{report.suite} on {report.device_name} ({report.device}); {versions}"
 
 
 def _verify_table(report: SuiteReport) -> Table:
-    table = Table(title=_header(report), title_justify="left")
+    table = Table(title=_header(report), title_justify="left", title_style="bold")
     for column in ("case", "status", "factor≤20", "orth≤100", "leak", "recon", "message"):
         table.add_column(column, overflow="fold", no_wrap=column == "case")
     for r in report.cases:
@@ -97,7 +97,7 @@ def _verify_table(report: SuiteReport) -> Table:
 def _bench_table(report: SuiteReport) -> Table:
     timer = "CUDA events" if any(c.timing and c.timing.timer == "cuda_events" for c in report.cases) \
         else "host timer (CPU timing)"
-    table = Table(title=f"{_header(report)}; {timer}", title_justify="left")
+    table = Table(title=f"{_header(report)}\ntiming: {timer}", title_justify="left", title_style="bold")
     for column in ("case", "status", "median ms", "min/max ms", "n", "geqrf ms", "speedup", "floor %",
                    "factor", "orth", "message"):
         table.add_column(column, overflow="fold", justify="right" if column not in ("case", "message") else "left")
@@ -171,22 +171,21 @@ def bench_command(
     base = _baseline(suite, baseline, baseline_json, timeout, device)
     if base is not None:
         reports = [r.with_baseline(base) for r in reports]
-    payload: list[dict] = []
     for report in reports:
         if not _load_failure(report):
             console.print(_bench_table(report))
             if profile:
                 _print_profiles(report)
             console.print(_geomean_line(report))
-        payload.append(report.to_json())
+    payload: dict = reports[0].to_json() if len(reports) == 1 else {"reports": [r.to_json() for r in reports]}
     if len(reports) > 1:
         composite = composite_report(reports)
         console.print(_bench_table(composite))
         console.print(_geomean_line(composite))
-        payload.append(composite.to_json())
+        payload["composite"] = composite.to_json()
     if base is not None:
-        payload.append({"baseline": base.to_json()})
-    _write_json(json_path, payload[0] if len(payload) == 1 else {"reports": payload})
+        payload["baseline"] = base.to_json()
+    _write_json(json_path, payload)
     raise typer.Exit(0 if all_ok else 1)
 
 
@@ -199,9 +198,8 @@ def _geomean_line(report: SuiteReport) -> str:
 def _baseline(suite: str, enabled: bool, saved: Optional[Path], timeout: float, device: str) -> SuiteReport | None:
     if saved is not None:
         data = json.loads(saved.read_text())
-        if "reports" in data:
-            data = data["reports"][0]
-        report = SuiteReport.model_validate(data)
+        # A bench JSON of torch_geqrf itself, or any bench JSON that carries its baseline.
+        report = SuiteReport.model_validate(data.get("baseline", data))
         if report.suite != suite:
             raise typer.BadParameter(f"{saved} holds suite {report.suite!r}, not {suite!r}", param_hint="--baseline-json")
         return report

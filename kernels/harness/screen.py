@@ -30,8 +30,8 @@ _FORBIDDEN_CALLS = frozenset(
 _FORBIDDEN_ATTRIBUTES = frozenset(
     {
         "modules", "_getframe", "settrace", "setprofile", "__globals__", "__builtins__", "__code__",
-        "__subclasses__", "f_back", "f_globals", "f_locals", "system", "popen", "fork", "kill", "_exit",
-        "fdopen", "dup2", "execv", "execve", "spawnv", "write", "abort",
+        "__subclasses__", "f_back", "f_globals", "f_locals", "system", "popen", "fork", "kill", "killpg",
+        "fdopen", "dup2", "execv", "execve", "spawnv", "write", "getppid",
         # Global numerics switches change what the checker computes, too.
         "set_float32_matmul_precision", "allow_tf32", "allow_fp16_reduced_precision_reduction",
     }

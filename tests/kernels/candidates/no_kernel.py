@@ -1,0 +1,4 @@
+import torch
+
+def another_name(A):
+    return torch.geqrf(A)

@@ -1,0 +1,134 @@
+"""The harness on CPU: every failure mode becomes a result, the caller survives."""
+
+import time
+from pathlib import Path
+
+import pytest
+
+from kernels.families import BASELINE_PATH
+from kernels.harness.runner import RunLimits, child_env, run_candidate
+from kernels.harness.timing import TimingPolicy
+from kernels.suites import Case, get_suite
+
+CANDIDATES = Path(__file__).parent / "candidates"
+SMALL = [Case(batch=2, n=8, cond=1, seed=1), Case(batch=2, n=12, cond=0, seed=2, case="rankdef"),
+         Case(batch=3, n=8, cond=1, seed=3, case="mixed")]
+FAST = TimingPolicy(warmup_calls=1, min_reps=3, max_reps=5, max_seconds=1.0)
+
+
+def run(name, mode="verify", cases=SMALL, **kw):
+    kw.setdefault("policy", FAST)
+    return run_candidate(CANDIDATES / f"{name}.py" if name != "baseline" else BASELINE_PATH, cases, mode=mode,
+                         device="cpu", **kw)
+
+
+def test_baseline_passes_and_is_timed_on_cpu():
+    report = run("baseline", mode="bench")
+    assert report.ok, [c.message for c in report.cases]
+    for c in report.cases:
+        assert c.timing is not None and c.timing.timer == "host" and c.timing.count >= 3
+        assert c.timing.min_ms <= c.timing.median_ms <= c.timing.max_ms
+    assert report.geomean_ms is not None and report.device == "cpu"
+    assert report.versions["torch"]
+
+
+def test_cached_result_fails_on_the_next_fresh_input():
+    report = run("cached", mode="bench", cases=SMALL[:1])
+    case = report.cases[0]
+    assert case.status == "failed_verify"
+    assert "warm-up call 1" in case.message
+
+
+def test_output_replayed_only_when_timed_is_caught():
+    report = run("stale_when_timed", mode="bench", cases=SMALL[:1])
+    case = report.cases[0]
+    assert case.status == "failed_verify" and "timed call" in case.message
+
+
+def test_hang_is_killed_at_the_limit_and_reported():
+    began = time.monotonic()
+    report = run("sleeper", limits=RunLimits(case_timeout_s=3, startup_timeout_s=120))
+    assert time.monotonic() - began < 60
+    assert report.cases[0].status == "timeout" and "killed" in report.cases[0].message
+    assert [c.status for c in report.cases[1:]] == ["not_run", "not_run"]
+
+
+def test_abort_is_reported_as_a_crash():
+    report = run("aborts")
+    assert report.cases[0].status == "crashed"
+    assert "SIGABRT" in report.cases[0].message
+    assert {c.status for c in report.cases[1:]} == {"not_run"}
+
+
+def test_keep_going_runs_the_remaining_cases_in_a_fresh_process():
+    report = run("aborts", keep_going=True)
+    assert [c.status for c in report.cases] == ["crashed"] * 3
+
+
+def test_exception_is_an_error_result_and_later_cases_still_run():
+    report = run("raises")
+    assert [c.status for c in report.cases] == ["error"] * 3
+    assert "RuntimeError: kernel exploded" in report.cases[0].message
+    assert "candidate line 2" in report.cases[0].message
+
+
+def test_fail_fast_stops_after_the_first_failure():
+    report = run("raises", fail_fast=True)
+    assert [c.status for c in report.cases] == ["error", "not_run", "not_run"]
+
+
+@pytest.mark.parametrize("name, needle", [
+    ("syntax_error", "syntax error at line 1"),
+    ("no_kernel", "defines no custom_kernel"),
+    ("import_error", "No module named 'not_a_real_module_qrsearch'"),
+])
+def test_unloadable_files_fail_to_compile_with_one_line(name, needle):
+    report = run(name, cases=SMALL[:1])
+    case = report.cases[0]
+    assert case.status == "failed_compile" and needle in case.message
+    assert "\n" not in case.message and "Traceback" not in case.message
+
+
+def test_returning_a_view_of_the_input_is_rejected():
+    report = run("inplace_view", cases=SMALL[:1])
+    assert report.cases[0].status == "failed_verify" and "shares memory" in report.cases[0].message
+
+
+def test_scribbling_over_the_input_is_rejected():
+    report = run("mutates_input", cases=SMALL[:1])
+    assert report.cases[0].status == "failed_verify" and "modified its input" in report.cases[0].message
+
+
+def test_patching_the_checker_is_rejected_before_it_runs():
+    report = run("patches_checker", cases=SMALL[:1])
+    assert report.cases[0].status == "rejected"
+    assert "torch.linalg.householder_product" in report.cases[0].message
+
+
+def test_candidates_see_no_secrets(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "t0ken")
+    assert "OPENAI_API_KEY" not in child_env() and "MY_SERVICE_TOKEN" not in child_env()
+    report = run("env_probe", cases=SMALL[:1])
+    assert report.ok, report.cases[0].message
+
+
+def test_candidate_stdout_cannot_forge_results():
+    report = run("prints_noise", cases=SMALL[:1])
+    assert report.ok
+    assert report.cases[0].verify is not None and report.cases[0].verify.ok
+
+
+def test_profile_summary_on_cpu():
+    report = run("baseline", mode="bench", cases=SMALL[:1], profile=True)
+    prof = report.cases[0].profile
+    assert prof is not None and prof.kernels_per_call >= 1 and prof.top_kernels
+    assert abs(sum(k.share for k in prof.top_kernels) - 1.0) < 1e-6 or len(prof.top_kernels) == 5
+
+
+def test_smoke_suite_is_cpu_friendly():
+    cases = get_suite("smoke")
+    assert {c.n for c in cases} == {1, 2, 8, 32, 64}
+    assert len({c.case for c in cases}) == 9
+    report = run("baseline", cases=cases)
+    assert report.ok and len(report.cases) == len(cases)

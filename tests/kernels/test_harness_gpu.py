@@ -1,0 +1,33 @@
+"""GPU-only harness behaviour (skipped without CUDA)."""
+
+from pathlib import Path
+
+import pytest
+
+from kernels.families import BASELINE_PATH
+from kernels.harness.runner import run_candidate
+from kernels.harness.timing import TimingPolicy
+from kernels.suites import Case
+
+pytestmark = pytest.mark.gpu
+CANDIDATES = Path(__file__).parent / "candidates"
+CASES = [Case(batch=4, n=64, cond=1, seed=1), Case(batch=4, n=64, cond=0, seed=2, case="rankdef")]
+POLICY = TimingPolicy(min_reps=5, max_reps=10, max_seconds=2)
+
+
+def test_work_on_other_streams_is_timed():
+    base = run_candidate(BASELINE_PATH, CASES[:1], mode="bench", policy=POLICY)
+    side = run_candidate(CANDIDATES / "side_stream.py", CASES[:1], mode="bench", policy=POLICY)
+    assert base.ok and side.ok
+    assert side.cases[0].timing.timer == "cuda_events"
+    # 20 matmuls of 4096^3 on a side stream take milliseconds; geqrf of 4×64 far less.
+    assert side.cases[0].timing.median_ms > base.cases[0].timing.median_ms + 1.0
+
+
+def test_illegal_address_ends_the_process_and_is_reported():
+    report = run_candidate(CANDIDATES / "illegal_address.py", CASES, mode="verify", keep_going=True)
+    first = report.cases[0]
+    assert first.status in ("error", "crashed")
+    assert "CUDA" in first.message or "illegal" in first.message
+    # keep_going gave the second case a fresh process rather than a poisoned context.
+    assert report.cases[1].status in ("error", "crashed")

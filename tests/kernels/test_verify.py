@@ -1,0 +1,184 @@
+import math
+
+import pytest
+import torch
+
+from kernels.contract import EPS32, generate_input
+from kernels.verify import verify_qr
+from tests.kernels.qr_reference import householder_qr
+
+
+def _a(case="dense", n=24, batch=3, cond=2, seed=1):
+    return generate_input(batch, n, cond, seed=seed, case=case)
+
+
+def reference_verdict(a, output):
+    """The published qr_v2 gates restated independently: fp32 Q, float64 residuals,
+    per-matrix factor gate, batch-max orthogonality gate."""
+    if not isinstance(output, tuple) or len(output) != 2:
+        return False
+    h, tau = output
+    batch, n, _ = a.shape
+    for t, shape in ((h, (batch, n, n)), (tau, (batch, n))):
+        if not isinstance(t, torch.Tensor) or tuple(t.shape) != shape or t.dtype != torch.float32:
+            return False
+        if t.device != a.device or not torch.isfinite(t).all():
+            return False
+    q = torch.linalg.householder_product(h, tau)
+    if not torch.isfinite(q).all():
+        return False
+    q, r, a64 = q.double(), torch.triu(h).double(), a.double()
+    norm1 = lambda x: torch.linalg.matrix_norm(x, ord=1)  # noqa: E731
+    factor = norm1(r - q.mT @ a64)
+    if (factor > 20 * n * EPS32 * norm1(a64)).any():
+        return False
+    orth = norm1(q.mT @ q - torch.eye(n, dtype=torch.float64)).amax()
+    return bool(orth <= 100 * n * EPS32)
+
+
+@pytest.mark.parametrize("case", ["dense", "upper", "rankdef", "nearrank", "clustered", "band", "rowscale",
+                                  "nearcollinear", "mixed"])
+def test_accepts_geqrf(case):
+    a = _a(case)
+    result = verify_qr(a, torch.geqrf(a.clone()))
+    assert result.ok, result.message
+    assert result.factor_scaled is not None and result.factor_scaled < 20
+    assert result.orth_scaled is not None and result.orth_scaled < 100
+    assert result.recon_scaled is not None and result.leakage_scaled is not None
+
+
+def test_accepts_opposite_sign_convention():
+    a = _a(n=16)
+    h_opp, tau_opp = householder_qr(a, opposite_sign=True)
+    h_geqrf, _ = torch.geqrf(a)
+    # Really a different factorization: R's diagonal signs disagree with geqrf's.
+    assert (torch.sign(h_opp.diagonal(dim1=-2, dim2=-1)) != torch.sign(h_geqrf.diagonal(dim1=-2, dim2=-1))).any()
+    assert verify_qr(a, (h_opp, tau_opp)).ok
+    assert verify_qr(a, householder_qr(a)).ok
+
+
+def test_accepts_rankdef_with_zero_tau_on_zero_columns():
+    n = 16
+    a = _a("rankdef", n=n, cond=0)
+    h, tau = householder_qr(a)
+    assert torch.count_nonzero(tau[:, (3 * n) // 4:]) == 0
+    result = verify_qr(a, (h, tau))
+    assert result.ok, result.message
+
+
+def _valid(a):
+    return torch.geqrf(a.clone())
+
+
+@pytest.mark.parametrize(
+    "mutate, expect",
+    [
+        (lambda a, h, t: (h, torch.zeros_like(t)), "R - Q"),
+        (lambda a, h, t: (h, t * (1 + 1e-3)), "R - Q"),
+        (lambda a, h, t: (h.transpose(-1, -2).contiguous(), t), "R - Q"),
+        (lambda a, h, t: (h + 1e-3 * torch.tril(torch.ones_like(h), -1), t), ""),
+        (lambda a, h, t: (torch.where(torch.rand_like(h) < 0.01, float("nan"), h), t), "NaN"),
+        (lambda a, h, t: (h, t.index_fill(1, torch.tensor([0]), float("inf"))), "NaN or Inf"),
+        (lambda a, h, t: (h.double(), t), "dtype"),
+        (lambda a, h, t: (h[:, :-1], t), "shape"),
+        (lambda a, h, t: (h, t[:, :-1]), "shape"),
+        (lambda a, h, t: (h.to("meta"), t), "must be on"),
+        (lambda a, h, t: (h, t, t), "2-tuple"),
+        (lambda a, h, t: [h, t], "2-tuple"),
+        (lambda a, h, t: (h.tolist(), t), "torch.Tensor"),
+        (lambda a, h, t: "not a result", "2-tuple"),
+        (lambda a, h, t: None, "2-tuple"),
+    ],
+    ids=["tau-zero", "tau-1e-3", "H-transposed", "lower-leak", "nan", "inf", "dtype", "H-shape", "tau-shape",
+         "device", "3-tuple", "list", "non-tensor", "string", "none"],
+)
+def test_rejects(mutate, expect):
+    a = _a()
+    h, tau = _valid(a)
+    result = verify_qr(a, mutate(a, h, tau))
+    assert not result.ok
+    assert expect in result.message
+
+
+def test_rejects_nonorthogonal_q_with_consistent_r():
+    a = _a(n=12)
+    h, tau = _valid(a)
+    bad_tau = tau * 1.5
+    q = torch.linalg.householder_product(h, bad_tau)
+    r = torch.triu((q.mT.double() @ a.double()).float())
+    h_bad = torch.triu(r) + torch.tril(h, -1)
+    result = verify_qr(a, (h_bad, bad_tau))
+    assert not result.ok
+
+
+def test_rejects_outputs_that_alias_the_input():
+    a = _a()
+    given = a.clone()
+    h, tau = torch.geqrf(given)
+    given.copy_(h)  # the candidate factored in place and returns a view of A
+    result = verify_qr(a, (given[:], tau), given=given)
+    assert not result.ok and "shares memory" in result.message
+
+
+def test_rejects_input_modified_in_place():
+    a = _a()
+    given = a.clone()
+    out = torch.geqrf(given)
+    given.mul_(2)
+    result = verify_qr(a, out, given=given)
+    assert not result.ok and "modified its input" in result.message
+
+
+def test_never_raises_on_exotic_output():
+    a = _a(n=4)
+
+    class Weird(tuple):
+        def __len__(self):
+            raise RuntimeError("boom")
+
+    assert not verify_qr(a, Weird((1, 2))).ok
+
+
+def test_names_the_worst_matrix():
+    a = _a(batch=4)
+    h, tau = _valid(a)
+    tau = tau.clone()
+    tau[2] *= 1.01
+    result = verify_qr(a, (h, tau))
+    assert not result.ok and result.worst_matrix == 2 and "matrix 2" in result.message
+
+
+def test_chunked_verdicts_match_unchunked(monkeypatch):
+    import kernels.verify as v
+
+    a = _a(batch=7, n=10)
+    h, tau = _valid(a)
+    tau_bad = tau.clone()
+    tau_bad[5] *= 1.001
+    whole = [verify_qr(a, (h, tau)), verify_qr(a, (h, tau_bad))]
+    monkeypatch.setattr(v, "_CHUNK_ELEMENTS", 2 * 10 * 10)  # two matrices per chunk
+    chunked = [verify_qr(a, (h, tau)), verify_qr(a, (h, tau_bad))]
+    for x, y in zip(whole, chunked):
+        assert x.ok == y.ok and x.worst_matrix == y.worst_matrix
+        assert math.isclose(x.factor_scaled, y.factor_scaled, rel_tol=1e-12)
+
+
+def test_agrees_with_reference_gates_across_perturbation_sizes():
+    gen = torch.Generator().manual_seed(0)
+    verdicts = set()
+    for case in ("dense", "rankdef", "clustered", "rowscale", "mixed"):
+        a = generate_input(3, 20, 2, seed=5, case=case)
+        h, tau = torch.geqrf(a)
+        for scale in (0.0, 1e-9, 1e-7, 3e-7, 1e-6, 1e-5, 1e-3):
+            for target in ("tau", "upper", "lower"):
+                noise_h = torch.randn(h.shape, generator=gen)
+                if target == "tau":
+                    out = (h, tau * (1 + scale * torch.randn(tau.shape, generator=gen)))
+                elif target == "upper":
+                    out = (h + scale * torch.triu(noise_h) * h.abs().amax(), tau)
+                else:
+                    out = (h + scale * torch.tril(noise_h, -1), tau)
+                ours = verify_qr(a, out).ok
+                assert ours == reference_verdict(a, out), (case, scale, target)
+                verdicts.add(ours)
+    assert verdicts == {True, False}, "the sweep must cross the threshold to mean anything"

@@ -1,0 +1,298 @@
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from population.errors import (InvalidTransition, StoreCorrupt, StoreExists, StoreForeign, StoreLocked,
+                               StoreNotFound, StoreReadOnly, StoreTooNew)
+from population.models import EvalResult, NewCandidate, Origin, State
+from population.run import Run, load_population
+from population.store import RunStore
+from population.store_schema import DB_NAME
+from tests.population.conftest import CONFIG
+
+
+def seed(run: Run, family: str = "a", source: str = "def k(): pass\n", fp: str = "s0", island: int = 0):
+    return run.add_candidate(NewCandidate(family=family, island=island, origin=Origin.SEED, source=source,
+                                          fingerprint=fp))
+
+
+def child(run: Run, parent_id: str, source: str, fp: str = "s0", params: dict | None = None, island: int = 0):
+    return run.add_candidate(NewCandidate(family="a", island=island, origin=Origin.LLM, parent_ids=(parent_id,),
+                                          source=source, fingerprint=fp, params=params or {}))
+
+
+def ok(cid: str, ms: float) -> EvalResult:
+    return EvalResult(candidate_id=cid, geomean_ms=ms, device="cpu")
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def filled_store(tmp_path: Path, n: int = 60) -> Path:
+    run = Run.create(tmp_path / "r", CONFIG)
+    s = seed(run)
+    run.tell(s.id, State.VERIFIED, result=ok(s.id, 5.0))
+    for i in range(n):
+        c = child(run, s.id, f"def k(): return {i}  # {'x' * 200}\n", params={"i": i})
+        run.tell(c.id, State.VERIFIED, result=ok(c.id, 1.0 + i % 7))
+    run.close()  # last close checkpoints the WAL into the main file
+    assert not (tmp_path / "r" / f"{DB_NAME}-wal").exists()
+    return tmp_path / "r"
+
+
+# --- creation and opening ------------------------------------------------------------------
+
+def test_create_refuses_an_existing_store_and_leaves_it_alone(tmp_path: Path) -> None:
+    d = filled_store(tmp_path)
+    before = digest(d / DB_NAME)
+    with pytest.raises(StoreExists, match=str(d / DB_NAME)):
+        RunStore.create(d, "{}")
+    assert digest(d / DB_NAME) == before
+
+
+def test_open_missing_names_the_file(tmp_path: Path) -> None:
+    with pytest.raises(StoreNotFound, match=str(tmp_path / "nope" / DB_NAME)):
+        RunStore.open(tmp_path / "nope")
+
+
+def test_create_needs_json_config(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        RunStore.create(tmp_path / "r", "not json")
+    assert not (tmp_path / "r").exists()
+
+
+def test_create_ignores_the_leftovers_of_a_killed_creator(tmp_path: Path) -> None:
+    d = tmp_path / "r"
+    d.mkdir()
+    (d / ".run.sqlite.4242.tmp").write_bytes(b"half a database")
+    with RunStore.create(d, '{"x": 1}') as store:
+        assert store.config_json == '{"x": 1}'
+    assert not (d / ".run.sqlite.4242.tmp").exists()
+
+
+@pytest.mark.parametrize("readonly", [False, True])
+@pytest.mark.parametrize("content", [b"", b"SQLite format 3\x00" + b"\x00" * 20, b"hello, I am a text file\n" * 10])
+def test_garbage_is_reported_as_corrupt_and_never_touched(tmp_path: Path, content: bytes, readonly: bool) -> None:
+    d = tmp_path / "r"
+    d.mkdir()
+    (d / DB_NAME).write_bytes(content)
+    with pytest.raises(StoreCorrupt, match=str(d / DB_NAME)):
+        RunStore.open(d, readonly=readonly)
+    assert (d / DB_NAME).read_bytes() == content
+    assert not (d / f"{DB_NAME}-wal").exists()
+
+
+@pytest.mark.parametrize("readonly", [False, True])
+@pytest.mark.parametrize("fraction", [0.1, 0.5, 0.9])
+def test_truncated_store_is_reported_as_corrupt_and_never_touched(tmp_path: Path, fraction: float,
+                                                                  readonly: bool) -> None:
+    d = filled_store(tmp_path)
+    db = d / DB_NAME
+    data = db.read_bytes()
+    cut = data[: int(len(data) * fraction) // 4096 * 4096 or 100]
+    db.write_bytes(cut)
+    with pytest.raises(StoreCorrupt, match=str(db)):
+        RunStore.open(d, readonly=readonly)
+    assert db.read_bytes() == cut
+
+
+def test_foreign_sqlite_file_is_recognised(tmp_path: Path) -> None:
+    d = tmp_path / "r"
+    d.mkdir()
+    conn = sqlite3.connect(d / DB_NAME)
+    conn.execute("CREATE TABLE candidates(id TEXT)")
+    conn.commit()
+    conn.close()
+    before = digest(d / DB_NAME)
+    with pytest.raises(StoreForeign, match="another application"):
+        RunStore.open(d)
+    assert digest(d / DB_NAME) == before
+
+
+def test_newer_schema_is_refused_without_writing(tmp_path: Path) -> None:
+    d = filled_store(tmp_path)
+    conn = sqlite3.connect(d / DB_NAME)
+    conn.execute("PRAGMA user_version = 99")
+    conn.commit()
+    conn.close()
+    before = digest(d / DB_NAME)
+    for readonly in (False, True):
+        with pytest.raises(StoreTooNew, match=r"schema version 99 .*" + "upgrade"):
+            RunStore.open(d, readonly=readonly)
+    assert digest(d / DB_NAME) == before
+
+
+def test_one_writer_at_a_time_but_readers_are_welcome(tmp_path: Path) -> None:
+    d = filled_store(tmp_path)
+    with RunStore.open(d) as writer:
+        with pytest.raises(StoreLocked, match=str(d / DB_NAME)):
+            RunStore.open(d)
+        with RunStore.open(d, readonly=True) as reader:
+            assert reader.count_candidates() == writer.count_candidates() == 61
+            with pytest.raises(StoreReadOnly):
+                reader.set_json("x", 1)
+    with RunStore.open(d):  # the lock went with the writer
+        pass
+
+
+def test_reader_sees_only_commits_while_a_writer_is_mid_transaction(tmp_path: Path) -> None:
+    d = filled_store(tmp_path)
+    run = Run.open(d)
+    try:
+        with run.transaction():
+            s = seed(run, source="uncommitted\n")
+            run.tell(s.id, State.VERIFIED, result=ok(s.id, 0.5))
+            # Another process-like reader opens now, while the write transaction is open.
+            with RunStore.open(d, readonly=True) as reader:
+                assert reader.find_candidate(s.id) is None
+                assert reader.check_consistency() == []
+                pop = load_population(reader)
+                assert pop.champion("a").fitness_ms == 1.0  # type: ignore[union-attr]
+        with RunStore.open(d, readonly=True) as reader:
+            assert reader.get_candidate(s.id).state is State.VERIFIED
+            assert load_population(reader).champion("a").id == s.id  # type: ignore[union-attr]
+    finally:
+        run.close()
+
+
+# --- records ---------------------------------------------------------------------------
+
+def test_sources_are_stored_once(run: Run) -> None:
+    s = seed(run)
+    child(run, s.id, "def k(): pass\n", params={"bm": 64})
+    child(run, s.id, "def k(): return 2\n")
+    assert run.store.connection.execute("SELECT count(*) FROM blobs").fetchone()[0] == 2
+    assert run.source(s) == "def k(): pass\n"
+
+
+def test_results_are_stored_once_and_repeats_are_idempotent(run: Run) -> None:
+    s = seed(run)
+    first = run.tell(s.id, State.VERIFIED, result=ok(s.id, 2.0))
+    again = run.tell(s.id, State.VERIFIED, result=ok(s.id, 2.0))
+    assert not first.already_recorded and again.already_recorded
+    assert run.store.counter("evaluations") == 1
+    assert run.store.connection.execute("SELECT count(*) FROM results").fetchone()[0] == 1
+    with pytest.raises(InvalidTransition):
+        run.tell(s.id, State.VERIFIED, result=ok(s.id, 1.0))
+    with pytest.raises(InvalidTransition):
+        run.tell(s.id, State.CRASHED, reason="late crash report")
+    assert run.store.put_result(ok(s.id, 2.0)) is False
+    assert run.store.check_consistency() == []
+
+
+def test_tell_validates_before_writing(run: Run) -> None:
+    s = seed(run)
+    with pytest.raises(ValueError, match="geomean_ms"):
+        run.tell(s.id, State.VERIFIED, result=EvalResult(candidate_id=s.id, error="no timing"))
+    with pytest.raises(ValueError, match="not"):
+        run.tell(s.id, State.VERIFIED, result=ok("c0000099", 1.0))
+    with pytest.raises(InvalidTransition):
+        run.tell(s.id, State.RUNNING)
+    with pytest.raises(KeyError):
+        run.add_candidate(NewCandidate(family="zzz", origin=Origin.SEED, source="x", fingerprint="f"))
+    with pytest.raises(IndexError):
+        seed(run, island=5)
+    assert run.store.get_candidate(s.id).state is State.PENDING
+    assert run.store.counter("evaluations") == 0 and run.store.count_candidates() == 1
+
+
+def test_failure_reason_comes_from_the_error_text(run: Run) -> None:
+    s = seed(run)
+    res = EvalResult(candidate_id=s.id, error="CompilationError: bad tl.dot\n  at line 3")
+    report = run.tell(s.id, State.FAILED_COMPILE, result=res)
+    assert report.candidate.reason == "CompilationError: bad tl.dot"
+    assert run.store.get_result(s.id).error == res.error  # type: ignore[union-attr]
+    assert run.store.counter("failures") == 1 and run.champion("a") is None
+
+
+def test_requeue_turns_running_back_to_pending_in_creation_order(run: Run) -> None:
+    cs = [seed(run, source=f"s{i}\n") for i in range(4)]
+    run.mark_running(cs[2].id)
+    run.mark_running(cs[0].id)
+    run.tell(cs[1].id, State.REJECTED, reason="static check")
+    queued = run.requeue_inflight()
+    assert [c.id for c in queued] == [cs[0].id, cs[2].id, cs[3].id]
+    assert all(c.state is State.PENDING for c in queued)
+
+
+def test_recent_attempts_are_newest_first_with_outcomes(run: Run) -> None:
+    s = seed(run)
+    run.tell(s.id, State.VERIFIED, result=ok(s.id, 3.0))
+    a = child(run, s.id, "a\n", fp="x")
+    b = child(run, s.id, "b\n", fp="y")
+    c = child(run, s.id, "c\n", fp="x")
+    run.tell(c.id, State.FAILED_VERIFY, result=EvalResult(candidate_id=c.id, error="orth residual 1e-2"))
+    run.tell(a.id, State.TIMEOUT, reason="> 60 s")
+    run.tell(b.id, State.VERIFIED, result=ok(b.id, 2.0))
+    got = run.store.recent_attempts("a", limit=10)
+    assert [x.candidate.id for x in got] == [b.id, a.id, c.id, s.id]
+    only_x = run.store.recent_attempts("a", limit=10, structure="x")
+    assert [(x.candidate.id, x.candidate.state, x.candidate.reason) for x in only_x] == [
+        (a.id, State.TIMEOUT, "> 60 s"), (c.id, State.FAILED_VERIFY, "orth residual 1e-2")]
+    assert only_x[1].result.error == "orth residual 1e-2" and only_x[0].result is None  # type: ignore[union-attr]
+    assert len(run.store.recent_attempts("a", limit=2)) == 2
+    failed = run.store.recent_attempts("a", states=[State.TIMEOUT, State.FAILED_VERIFY])
+    assert [x.candidate.id for x in failed] == [a.id, c.id]
+
+
+def test_counters_kv_and_rng_states_persist(tmp_path: Path) -> None:
+    run = Run.create(tmp_path / "r", CONFIG, run_config_json='{"search": {"llm": "x"}}')
+    run.add_counters({"tokens": 1200, "money_usd": 0.25})
+    run.add_counters({"tokens": 300, "money_usd": 0.5})
+    run.set_json("optuna.studies", {"a": "study-a"})
+    run.select_parent("a", 0)  # consumes nothing (empty island) but marks the stream dirty
+    run.close()
+    with RunStore.open(tmp_path / "r", readonly=True) as store:
+        assert store.counters() == {"money_usd": 0.75, "tokens": 1500}
+        assert store.get_json("optuna.studies") == {"a": "study-a"}
+        assert store.get_json("missing", default=[]) == []
+        assert set(store.get_rng_states()) == {"select/a", "select/b"}
+        assert store.config_json == '{"search": {"llm": "x"}}'
+
+
+def test_a_failed_transaction_leaves_store_and_population_as_they_were(run: Run) -> None:
+    s = seed(run)
+    run.tell(s.id, State.VERIFIED, result=ok(s.id, 3.0))
+    c = child(run, s.id, "faster\n")
+    before_pop, before_rows = run.population.snapshot(), run.store.count_candidates()
+    with pytest.raises(RuntimeError):
+        with run.transaction():
+            run.tell(c.id, State.VERIFIED, result=ok(c.id, 1.0))
+            assert run.champion("a").id == c.id  # type: ignore[union-attr]
+            raise RuntimeError("driver died mid-transaction")
+    assert run.population.snapshot() == before_pop
+    assert run.store.get_candidate(c.id).state is State.PENDING
+    assert run.store.count_candidates() == before_rows and run.store.check_consistency() == []
+    run.tell(c.id, State.VERIFIED, result=ok(c.id, 1.0))
+    assert run.champion("a").id == c.id  # type: ignore[union-attr]
+
+
+def test_add_family_persists(tmp_path: Path) -> None:
+    from population.config import FamilyConfig
+    run = Run.create(tmp_path / "r", CONFIG)
+    run.add_family(FamilyConfig(name="c", islands=2))
+    s = seed(run, family="c")
+    run.tell(s.id, State.VERIFIED, result=ok(s.id, 1.0))
+    snap = run.population.snapshot()
+    run.close()
+    with Run.open(tmp_path / "r") as again:
+        assert again.population.snapshot() == snap and again.champion("c").id == s.id  # type: ignore[union-attr]
+
+
+def test_consistency_check_catches_tampering(tmp_path: Path) -> None:
+    d = filled_store(tmp_path, n=5)
+    with RunStore.open(d) as store:
+        assert store.check_consistency(deep=True) == []
+        store.set_counter("evaluations", 99)
+        with store.transaction():
+            store.connection.execute("UPDATE blobs SET text = 'edited' WHERE rowid = 1")
+            store.connection.execute("UPDATE structures SET evals = evals + 1")
+        problems = store.check_consistency(deep=True)
+    assert any("counter evaluations" in p for p in problems)
+    assert any("does not hash" in p for p in problems)
+    assert any("structure whose evaluation count" in p for p in problems)
