@@ -60,6 +60,9 @@ class Family:
         self.policy = MaturationPolicy(config.tuning_budget, config.maturation_timeout)
         self.champion: Candidate | None = None
         self.structures: dict[str, StructureRecord] = {}
+        # Fingerprints still maturing: checked on every tell, so kept apart from the
+        # (ever-growing) table of all structures.
+        self._maturing: set[str] = set()
         self.evals = 0
 
     @classmethod
@@ -85,11 +88,11 @@ class Family:
 
     def maturing(self) -> list[StructureRecord]:
         """Structures still owed tuning, oldest first (the order they are judged in)."""
-        recs = [r for r in self.structures.values() if r.status is StructureStatus.MATURING]
+        recs = [self.structures[fp] for fp in self._maturing]
         return sorted(recs, key=lambda r: (r.created_eval, id_sort_key(r.first_candidate_id)))
 
     def exempt_ids(self) -> set[str]:
-        exempt = protected_ids(list(self.structures.values()))
+        exempt = protected_ids([self.structures[fp] for fp in self._maturing])
         if self.champion is not None:
             exempt.add(self.champion.id)
         return exempt
@@ -150,8 +153,15 @@ class Family:
         return candidate.fitness_ms < self.champion.fitness_ms  # type: ignore[operator]
 
     def _put(self, rec: StructureRecord, changed: dict[str, StructureRecord]) -> None:
-        self.structures[rec.fingerprint] = rec
+        self._store_record(rec)
         changed[rec.fingerprint] = rec
+
+    def _store_record(self, rec: StructureRecord) -> None:
+        self.structures[rec.fingerprint] = rec
+        if rec.status is StructureStatus.MATURING:
+            self._maturing.add(rec.fingerprint)
+        else:
+            self._maturing.discard(rec.fingerprint)
 
     def _crown(self, winner: Candidate, cause: str, changed: dict[str, StructureRecord],
                changes: list[ChampionChange]) -> None:
@@ -160,6 +170,7 @@ class Family:
             self._put(self.structures[old.fingerprint].with_status(StructureStatus.MATURED, self.evals), changed)
         self._put(self.structures[winner.fingerprint].with_status(StructureStatus.CHAMPION, self.evals), changed)
         self.champion = winner
+        assert winner.fitness_ms is not None  # only verified candidates are crowned
         changes.append(ChampionChange(family=self.name, old_id=old.id if old else None, new_id=winner.id,
                                       fitness_ms=winner.fitness_ms, family_evals=self.evals, cause=cause))
 
@@ -200,7 +211,8 @@ class Family:
         fam.evals = evals
         for m in members:
             fam.island(m.island).add(m)
-        fam.structures = {r.fingerprint: r for r in structures}
+        for rec in structures:
+            fam._store_record(rec)
         if champion_id is not None:
             fam.champion = fam.find(champion_id)
             if fam.champion is None:

@@ -66,6 +66,13 @@ def children(store: RunStore, cid: str) -> list[Candidate]:
     return [candidate_from_row(r, store.path) for r in rows]
 
 
+def ancestor_ids(store: RunStore, cid: str) -> list[str]:
+    """Ids of every ancestor, newest first, without building models (the fast path)."""
+    store.get_candidate(cid)
+    sql = _ANCESTORS.replace(f"SELECT {CAND_COLS} FROM", "SELECT id FROM")
+    return [r[0] for r in store.connection.execute(sql, {"id": cid}).fetchall()]
+
+
 def ancestors(store: RunStore, cid: str) -> list[Candidate]:
     """Every ancestor (through both parents of crossovers), newest first."""
     store.get_candidate(cid)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from population.config import FamilyConfig, PopulationConfig
-from population.errors import InvalidTransition
+from population.errors import InvalidTransition, RunStoreError
 from population.family import Family, TellReport
 from population.models import Candidate, EvalResult, NewCandidate, State, candidate_id
 from population.population import Population
@@ -36,7 +36,10 @@ def evals_key(family: str) -> str:
 def load_population(store: RunStore) -> Population:
     """Rebuild the in-memory population from a store (a writer's or a read-only one)."""
     with store.read():
-        config = PopulationConfig.model_validate(store.get_json(POPULATION_CONFIG_KEY))
+        raw = store.get_json(POPULATION_CONFIG_KEY)
+        if raw is None:
+            raise RunStoreError(store.path, f"not a population run: no {POPULATION_CONFIG_KEY!r} entry")
+        config = PopulationConfig.model_validate(raw)
         rngs = store.get_rng_states()
         members = store.list_candidates(members_only=True)
         structures = store.structures()
@@ -64,12 +67,11 @@ class Run:
     def create(cls, run_dir: Path | str, config: PopulationConfig, run_config_json: str | None = None,
                clock: Callable[[], float] = time.time) -> Run:
         """A new run. ``run_config_json`` is the whole search config (kept verbatim for the record)."""
-        store = RunStore.create(run_dir, run_config_json or config.model_dump_json())
-        run = cls(store, Population(config), clock)
-        with run.transaction():
-            store.set_json(POPULATION_CONFIG_KEY, config.model_dump(mode="json"))
-            run.population.dirty_rngs.update(run.population.families)
-        return run
+        # The population config goes in with the schema: a run killed right after
+        # creation must still be resumable.
+        store = RunStore.create(run_dir, run_config_json or config.model_dump_json(),
+                                initial={POPULATION_CONFIG_KEY: config.model_dump(mode="json")})
+        return cls(store, Population(config), clock)
 
     @classmethod
     def open(cls, run_dir: Path | str, clock: Callable[[], float] = time.time) -> Run:
@@ -106,6 +108,9 @@ class Run:
         except BaseException:
             if outer and self._mutated:
                 self.population = load_population(self.store)
+            elif outer:
+                # The rollback may have dropped RNG states flushed in this transaction.
+                self.population.dirty_rngs.update(self.population.families)
             raise
         finally:
             if outer:

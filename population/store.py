@@ -154,7 +154,8 @@ class RunStore(StoreFile):
                         origin: Origin | None = None, fingerprint: str | None = None,
                         members_only: bool = False, limit: int | None = None,
                         newest_first: bool = False) -> list[Candidate]:
-        where, params = ["1"], []
+        where: list[str] = ["1"]
+        params: list[str | int] = []
         if family is not None:
             where.append("family = ?")
             params.append(family)

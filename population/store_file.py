@@ -15,7 +15,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
@@ -45,15 +45,18 @@ class StoreFile:
     # --- lifecycle -----------------------------------------------------------------------
 
     @classmethod
-    def create(cls, run_dir: Path | str, config_json: str) -> Self:
+    def create(cls, run_dir: Path | str, config_json: str, initial: Mapping[str, Any] | None = None) -> Self:
         """Make a new store; refuses if one is already there.
 
-        The file is built under a temporary name and linked into place, so a process
-        killed during creation leaves either no store or a complete one.
+        ``initial`` holds key/value entries (JSON-able) written with the schema.  The file
+        is built under a temporary name and linked into place, so a process killed during
+        creation leaves either no store or a complete one.
         """
-        run_dir = Path(run_dir)
-        path = db_path(run_dir)
+        path = db_path(Path(run_dir))
+        run_dir = path.parent
         json.loads(config_json)  # the config must be JSON; fail before creating anything
+        # Checked before locking so that a live writer yields "exists", not "locked";
+        # checked again under the lock against a concurrent creator.
         if path.exists():
             raise StoreExists(path, "a run store already exists; open it to resume, or pick a new run name")
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -74,6 +77,9 @@ class StoreFile:
                     ("schema_version", str(SCHEMA_VERSION)), ("application", "qrsearch.population"),
                     ("created_at", now)])
                 conn.execute("INSERT INTO kv(key, value) VALUES ('config', ?)", (config_json,))
+                conn.executemany("INSERT INTO kv(key, value) VALUES (?, ?)",
+                                 [(k, json.dumps(v, allow_nan=False, sort_keys=True))
+                                  for k, v in (initial or {}).items()])
                 conn.execute("PRAGMA journal_mode = WAL")
             finally:
                 conn.close()
@@ -175,7 +181,12 @@ class StoreFile:
                 raise
             self._depth -= 1
             if outer:
-                self._execute("COMMIT")
+                try:
+                    self._execute("COMMIT")
+                except BaseException:
+                    if self._conn.in_transaction:  # a failed COMMIT leaves it open
+                        self._conn.execute("ROLLBACK")
+                    raise
 
     @contextmanager
     def read(self) -> Iterator[None]:

@@ -90,7 +90,9 @@ CREATE INDEX champions_family ON champions(family, seq);
 
 
 def db_path(run_dir: Path) -> Path:
-    return Path(run_dir) / DB_NAME
+    """The store file of a run directory (a path to the file itself is accepted too)."""
+    run_dir = Path(run_dir)
+    return run_dir if run_dir.name == DB_NAME else run_dir / DB_NAME
 
 
 def check_header(path: Path) -> None:

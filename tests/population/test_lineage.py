@@ -53,6 +53,7 @@ def test_a_thousand_deep_chain(run: Run) -> None:
     for i in range(1, 1000):
         prev = add(run, str(i), (prev.id,))
     anc = lineage.ancestors(run.store, prev.id)
+    assert lineage.ancestor_ids(run.store, prev.id) == [c.id for c in anc]
     assert len(anc) == 999 and anc[0].id == lineage.parents(run.store, prev.id)[0].id and anc[-1].id == first.id
     t = lineage.tree(run.store, first.id)  # deep trees build without recursion
     assert t.size() == 1000

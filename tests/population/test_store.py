@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from population.errors import (InvalidTransition, StoreCorrupt, StoreExists, StoreForeign, StoreLocked,
+from population.errors import (InvalidTransition, RunStoreError, StoreCorrupt, StoreExists, StoreForeign, StoreLocked,
                                StoreNotFound, StoreReadOnly, StoreTooNew)
 from population.models import EvalResult, NewCandidate, Origin, State
 from population.run import Run, load_population
@@ -73,6 +73,19 @@ def test_create_ignores_the_leftovers_of_a_killed_creator(tmp_path: Path) -> Non
     with RunStore.create(d, '{"x": 1}') as store:
         assert store.config_json == '{"x": 1}'
     assert not (d / ".run.sqlite.4242.tmp").exists()
+
+
+def test_a_run_is_resumable_from_the_moment_create_returns(tmp_path: Path) -> None:
+    Run.create(tmp_path / "r", CONFIG).close()  # as if killed before its first commit
+    with Run.open(tmp_path / "r" / DB_NAME) as run:  # the file's own path works too
+        assert run.population.snapshot() == Run(run.store, type(run.population)(CONFIG)).population.snapshot()
+
+
+def test_a_bare_store_is_not_mistaken_for_a_population_run(tmp_path: Path) -> None:
+    RunStore.create(tmp_path / "r", "{}").close()
+    with pytest.raises(RunStoreError, match="not a population run"):
+        Run.open(tmp_path / "r")
+    RunStore.open(tmp_path / "r").close()  # the failed Run.open released the writer lock
 
 
 @pytest.mark.parametrize("readonly", [False, True])
@@ -243,15 +256,16 @@ def test_recent_attempts_are_newest_first_with_outcomes(run: Run) -> None:
 def test_counters_kv_and_rng_states_persist(tmp_path: Path) -> None:
     run = Run.create(tmp_path / "r", CONFIG, run_config_json='{"search": {"llm": "x"}}')
     run.add_counters({"tokens": 1200, "money_usd": 0.25})
+    run.select_parent("a", 0)  # the stream is saved with the next commit, not before
     run.add_counters({"tokens": 300, "money_usd": 0.5})
     run.set_json("optuna.studies", {"a": "study-a"})
-    run.select_parent("a", 0)  # consumes nothing (empty island) but marks the stream dirty
+    run.select_parent("b", 0)  # never followed by a commit: a resume replays it
     run.close()
     with RunStore.open(tmp_path / "r", readonly=True) as store:
         assert store.counters() == {"money_usd": 0.75, "tokens": 1500}
         assert store.get_json("optuna.studies") == {"a": "study-a"}
         assert store.get_json("missing", default=[]) == []
-        assert set(store.get_rng_states()) == {"select/a", "select/b"}
+        assert set(store.get_rng_states()) == {"select/a"}
         assert store.config_json == '{"search": {"llm": "x"}}'
 
 
@@ -296,3 +310,23 @@ def test_consistency_check_catches_tampering(tmp_path: Path) -> None:
     assert any("counter evaluations" in p for p in problems)
     assert any("does not hash" in p for p in problems)
     assert any("structure whose evaluation count" in p for p in problems)
+
+
+def test_a_failed_commit_does_not_forget_unsaved_rng_state(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    from population.rng import rng_state_to_json
+    s = seed(run)
+    run.tell(s.id, State.VERIFIED, result=ok(s.id, 1.0))
+    run.select_parent("a", 0)
+    real = run.store._execute
+
+    def failing_commit(sql: str, params=()):  # type: ignore[no-untyped-def]
+        if sql == "COMMIT":
+            monkeypatch.setattr(run.store, "_execute", real)
+            raise sqlite3.OperationalError("disk I/O error")
+        return real(sql, params)
+    monkeypatch.setattr(run.store, "_execute", failing_commit)
+    with pytest.raises(sqlite3.OperationalError):
+        run.set_json("x", 1)  # the RNG state was flushed inside this transaction, then lost
+    assert not run.store.connection.in_transaction and run.store.get_json("x") is None
+    run.set_json("x", 2)
+    assert run.store.rng_state("select/a") == rng_state_to_json(run.population.family("a").rng)
