@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from search.cli_eval import bench_command, verify_command
+from search.cli_run import launch_command, resume_command, status_command
 
 app = typer.Typer(
     name="qrsearch",
@@ -20,6 +21,9 @@ app = typer.Typer(
 
 app.command("verify")(verify_command)
 app.command("bench")(bench_command)
+app.command("launch")(launch_command)
+app.command("resume")(resume_command)
+app.command("status")(status_command)
 
 
 def main(argv: Optional[list[str]] = None) -> None:

@@ -105,6 +105,8 @@ class SuiteReport(BaseModel):
     versions: dict[str, str]
     cases: list[CaseResult]
     wall_s: float = 0.0
+    # Set when the evaluation process itself never came up (not the candidate's fault).
+    infra_error: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -134,6 +134,7 @@ class _Attempt:
     device_name: str = "unknown"
     versions: dict[str, str] = field(default_factory=dict)
     stopped: bool = False  # the child ended before finishing its cases
+    infra_error: str | None = None  # the child died or hung before it was ready
 
 
 def _tail_line(text: str) -> str:
@@ -157,6 +158,8 @@ def _run_attempt(child: ChildProcess, job: Job, indices: list[int], limits: RunL
                 message = child.next_message(deadline)
             except TimeoutError:
                 child.kill()
+                if attempt.device == "unknown":
+                    attempt.infra_error = f"evaluation process not ready after {limits.startup_timeout_s:g} s"
                 limit = limits.case_timeout_s if current is not None else limits.startup_timeout_s
                 index = indices[current] if current is not None else indices[0]
                 attempt.results[index] = CaseResult(
@@ -166,6 +169,9 @@ def _run_attempt(child: ChildProcess, job: Job, indices: list[int], limits: RunL
                 return attempt
             if message is None:
                 description = child.exit_description()
+                if attempt.device == "unknown":
+                    attempt.infra_error = f"evaluation process {description} before it was ready" + \
+                        _tail_line(child.output_tail())
                 if current is not None:
                     index = indices[current]
                     attempt.results[index] = CaseResult(
@@ -228,6 +234,7 @@ def run_candidate(
     cases = list(cases)
     results: dict[int, CaseResult] = {}
     info = _Attempt()
+    infra_error: str | None = None
     problems = screen_source(path.read_text(encoding="utf-8", errors="replace")) if path.is_file() else []
     if problems:
         reason = "rejected by the source screen: " + "; ".join(problems[:5])
@@ -241,6 +248,7 @@ def run_candidate(
         if attempt.device != "unknown":
             info.device, info.device_name, info.versions = attempt.device, attempt.device_name, attempt.versions
         results.update(attempt.results)
+        infra_error = infra_error or attempt.infra_error
         failed = [i for i in attempt.results if not attempt.results[i].ok]
         remaining = [i for i in batch if i not in results]
         if not remaining:
@@ -256,5 +264,5 @@ def run_candidate(
     return SuiteReport(
         candidate=str(candidate), suite=suite, mode="bench" if mode == "bench" else "verify",
         device=info.device, device_name=info.device_name, versions=info.versions,
-        cases=[results[i] for i in range(len(cases))], wall_s=time.monotonic() - started,
+        cases=[results[i] for i in range(len(cases))], wall_s=time.monotonic() - started, infra_error=infra_error,
     )

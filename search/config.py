@@ -1,0 +1,256 @@
+"""RunConfig: everything a search run needs, loaded from YAML, one source of defaults.
+
+Every field is documented where it is declared; ``qrsearch launch --help`` and
+``docs/config.md`` point here.  Unknown keys are errors (``extra="forbid"``),
+and a bad file is reported with the field's path and the file's name.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from population.config import FamilyConfig as PopulationFamilyConfig
+from population.config import MigrationConfig as PopulationMigration
+from population.config import PopulationConfig, SelectionConfig, SelectionKind, Topology
+
+BASELINE_FAMILY = "torch_geqrf"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ConfigError(ValueError):
+    """A run configuration that cannot be used; the message names the file and the field."""
+
+
+class FamilySpec(_Section):
+    name: str = Field(description="a registered family (see `qrsearch families`)")
+    islands: int = Field(2, ge=1, description="independent sub-populations of this family")
+    island_size: int = Field(8, ge=1, description="members an island keeps (champion and maturing ones are extra)")
+
+
+class EvaluationConfig(_Section):
+    """The cascade: a cheap verification gate, then timing on the benchmark suite."""
+
+    verify_suite: str = Field("qrv2-quick", description="suite every candidate must pass before it is timed")
+    bench_suite: str = Field("qrv2-bench", description="suite whose geometric-mean time is the fitness")
+    device: Literal["auto", "cuda", "cpu"] = Field("auto", description="where candidates run")
+    case_timeout_s: float = Field(240.0, gt=0, description="limit per case (compile, verify, timing); a hang is killed")
+    startup_timeout_s: float = Field(180.0, gt=0, description="limit for starting the child and loading the candidate")
+    min_reps: int = Field(3, ge=1, description="timed calls per case at least")
+    max_reps: int = Field(50, ge=1, description="timed calls per case at most")
+    max_seconds_per_case: float = Field(1.0, gt=0, description="stop timing a case after this long (after min_reps)")
+    target_rel_stderr: float = Field(0.01, gt=0, description="stop timing once the standard error is this small")
+    profile: bool = Field(True, description="profile verified candidates (kernels, syncs) for the LLM prompt")
+
+    @field_validator("verify_suite", "bench_suite")
+    @classmethod
+    def _known_suite(cls, value: str) -> str:
+        from kernels.suites import suite_names
+
+        if value not in suite_names():
+            raise ValueError(f"unknown suite {value!r}; known: {', '.join(suite_names())}")
+        return value
+
+
+class BudgetConfig(_Section):
+    max_evals: Optional[int] = Field(200, ge=1, description="evaluations (of any outcome) before the run stops")
+    max_minutes: Optional[float] = Field(30.0, gt=0, description="wall-clock minutes before the run stops")
+    max_llm_tokens: Optional[int] = Field(2_000_000, ge=0, description="LLM prompt+completion tokens, then LLM off")
+    max_llm_cost_usd: Optional[float] = Field(20.0, ge=0, description="LLM spend, then LLM off")
+
+
+class MutationMix(_Section):
+    """Relative weights of the ways a child is made (renormalised over the ones available)."""
+
+    llm: float = Field(0.4, ge=0, description="an LLM edits the parent's code (needs an endpoint)")
+    optuna: float = Field(0.5, ge=0, description="Optuna proposes new parameters for the parent's structure")
+    crossover: float = Field(0.1, ge=0, description="two parents: parameter crossover, or an LLM merge of their code")
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> "MutationMix":
+        if self.optuna + self.crossover + self.llm <= 0:
+            raise ValueError("at least one mutation weight must be positive")
+        return self
+
+
+class LLMModel(_Section):
+    name: str = Field(description="model name as the endpoint knows it")
+    weight: float = Field(1.0, gt=0, description="relative share of calls")
+    usd_per_mtok_in: float = Field(0.0, ge=0, description="price per million prompt tokens")
+    usd_per_mtok_out: float = Field(0.0, ge=0, description="price per million completion tokens")
+
+
+class LLMConfig(_Section):
+    base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1; none: LLM off")
+    models: list[LLMModel] = Field(default_factory=list, description="models to sample from, by weight")
+    api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the API key")
+    temperature: float = Field(0.7, ge=0, le=2)
+    max_tokens: int = Field(8192, ge=256, description="completion tokens per call")
+    timeout_s: float = Field(180.0, gt=0, description="per request")
+    max_retries: int = Field(4, ge=0, description="retries with backoff on timeouts, 429 and 5xx")
+    concurrency: int = Field(4, ge=1, description="LLM calls in flight at once")
+    recent_attempts: int = Field(6, ge=0, description="recent attempts of the lineage shown in the prompt")
+    inspirations: int = Field(2, ge=0, description="other families' champions shown in the prompt")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.base_url) and bool(self.models)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError(f"{value!r} is not an environment variable name")
+        return value
+
+
+class OptunaConfig(_Section):
+    sampler: Literal["tpe", "random", "cmaes"] = Field("tpe", description="Optuna sampler per study")
+    trials_per_structure: int = Field(60, ge=1, description="parameter evaluations per (family, structure) at most")
+
+
+class SelectionSettings(_Section):
+    kind: Literal["tournament", "rank_softmax"] = "tournament"
+    tournament_size: int = Field(3, ge=1)
+    temperature: float = Field(0.5, gt=0, description="rank-softmax temperature (small: greedy)")
+
+
+class MigrationSettings(_Section):
+    topology: Literal["ring", "best_to_worst"] = "ring"
+    every_evals: int = Field(20, ge=0, description="migrate within a family every K of its evaluations; 0: never")
+
+
+class MaturationSettings(_Section):
+    tuning_budget: int = Field(8, ge=0, description="parameter evaluations a new structure gets before it must win")
+    timeout_evals: Optional[int] = Field(60, ge=1, description="family evaluations after which a maturing structure is judged anyway")
+
+
+class RayConfig(_Section):
+    address: Optional[str] = Field(None, description="Ray cluster address ('auto', ray://...); none: local Ray")
+    gpus: Optional[int] = Field(None, ge=0, description="GPU evaluators (default: every GPU Ray sees)")
+    cpu_evaluators: int = Field(1, ge=1, description="CPU evaluators when there is no GPU")
+    cpus_per_evaluator: float = Field(1.0, ge=0, description="CPUs an evaluator actor reserves")
+    fake_gpus: int = Field(0, ge=0, description="declare this many GPUs to local Ray (tests of the GPU path)")
+
+
+class RunConfig(_Section):
+    name: str = Field("qrsearch", description="run name; the run writes runs/<name>/")
+    seed: int = Field(0, description="seeds every random choice of the run")
+    runs_dir: str = Field("runs", description="directory holding run directories")
+    families: list[FamilySpec] = Field(
+        default_factory=lambda: [FamilySpec(name=n) for n in _default_families()],
+        description="families to search")
+    evaluation: EvaluationConfig = EvaluationConfig()
+    budget: BudgetConfig = BudgetConfig()
+    mutation: MutationMix = MutationMix()
+    llm: LLMConfig = LLMConfig()
+    optuna: OptunaConfig = OptunaConfig()
+    selection: SelectionSettings = SelectionSettings()
+    migration: MigrationSettings = MigrationSettings()
+    maturation: MaturationSettings = MaturationSettings()
+    ray: RayConfig = RayConfig()
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", value):
+            raise ValueError(f"{value!r}: use letters, digits, '_', '.', '-' (it names a directory)")
+        return value
+
+    @field_validator("families")
+    @classmethod
+    def _known_families(cls, value: list[FamilySpec]) -> list[FamilySpec]:
+        from kernels.families import FAMILIES
+
+        names = [f.name for f in value]
+        unknown = [n for n in names if n not in FAMILIES]
+        if unknown:
+            raise ValueError(f"unknown families {unknown}; registered: {', '.join(FAMILIES)}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"families listed twice: {names}")
+        if not value:
+            raise ValueError("at least one family")
+        return value
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.runs_dir) / self.name
+
+    def to_population_config(self) -> PopulationConfig:
+        selection = SelectionConfig(kind=SelectionKind(self.selection.kind),
+                                    tournament_size=self.selection.tournament_size,
+                                    temperature=self.selection.temperature)
+        migration = PopulationMigration(topology=Topology(self.migration.topology),
+                                        interval=self.migration.every_evals)
+        searched = tuple(
+            PopulationFamilyConfig(name=f.name, islands=f.islands, capacity=f.island_size,
+                                   tuning_budget=self.maturation.tuning_budget,
+                                   maturation_timeout=self.maturation.timeout_evals,
+                                   selection=selection, migration=migration)
+            for f in self.families if f.name != BASELINE_FAMILY)
+        # The torch.geqrf reference is evaluated once per run, never mutated.
+        reference = PopulationFamilyConfig(name=BASELINE_FAMILY, islands=1, capacity=1, tuning_budget=0)
+        return PopulationConfig(seed=self.seed, families=(reference, *searched))
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+    @classmethod
+    def from_yaml_text(cls, text: str, source: str = "<string>") -> "RunConfig":
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source}: a run config is a mapping of fields, got {type(data).__name__}")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ConfigError(_explain(exc, source)) from None
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> "RunConfig":
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        return cls.from_yaml_text(text, str(path))
+
+
+def _default_families() -> list[str]:
+    from kernels.families import FAMILIES
+
+    return [name for name, fam in FAMILIES.items() if not fam.baseline]
+
+
+def _explain(exc: ValidationError, source: str) -> str:
+    lines = [f"{source}: invalid run config"]
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        message = err["msg"]
+        if err["type"] == "extra_forbidden":
+            message = "unknown field (check the spelling; see docs/config.md)"
+        lines.append(f"  {where}: {message}")
+    return "\n".join(lines)
+
+
+def default_config(cuda: bool) -> RunConfig:
+    """The embedded default of ``qrsearch launch`` with no arguments."""
+    if cuda:
+        return RunConfig(name="default-gpu", budget=BudgetConfig(max_evals=200, max_minutes=20))
+    return RunConfig(
+        name="default-cpu",
+        evaluation=EvaluationConfig(verify_suite="smoke", bench_suite="smoke-bench", device="cpu", profile=False,
+                                    max_seconds_per_case=0.3),
+        budget=BudgetConfig(max_evals=24, max_minutes=4),
+    )

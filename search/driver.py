@@ -1,0 +1,247 @@
+"""The driver: Ray, evaluator actors, the run store, Optuna, the LLM, and the loop.
+
+``launch`` starts a run from a RunConfig; ``resume`` continues one from its
+directory.  SIGINT/SIGTERM stop cleanly: no new work is started, in-flight
+evaluations get a grace period to finish (what does not finish stays queued
+for ``resume``), the store is closed.  A second signal stops at once; the
+store is still consistent because every change is its own transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from rich.console import Console
+from rich.live import Live
+
+from kernels.families import FAMILIES
+from population.errors import RunStoreError
+from population.rng import derived_rng
+from population.run import Run
+from search.config import ConfigError, RunConfig
+from search.llm import LLMClient, LLMPool
+from search.loop import SearchLoop, seed_children
+from search.progress import best_per_family, render
+from search.tuning import Tuner
+
+CONFIG_FILE = "config.yaml"
+LOG_FILE = "driver.log"
+OPTUNA_FILE = "optuna.journal"
+SESSIONS_KEY = "driver/sessions"
+
+
+class DriverError(RuntimeError):
+    """A run cannot start or continue; the message says what to do."""
+
+
+@dataclass
+class Session:
+    config: RunConfig
+    run: Run
+    run_dir: Path
+    max_evals: int | None
+    max_minutes: float | None
+
+
+def _logger(run_dir: Path, console: Console) -> Callable[[str], None]:
+    path = run_dir / LOG_FILE
+
+    def log(message: str) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        console.print(f"[dim]{stamp}[/] {message}")
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n")
+
+    return log
+
+
+def _init_ray(config: RunConfig, address: str | None) -> None:
+    import ray
+
+    address = address or config.ray.address or os.environ.get("RAY_ADDRESS")
+    kwargs: dict = {"include_dashboard": False, "logging_level": "WARNING", "log_to_driver": True}
+    if address:
+        ray.init(address=address, **kwargs)
+    else:
+        if config.ray.fake_gpus:
+            kwargs["num_gpus"] = config.ray.fake_gpus
+        ray.init(**kwargs)
+
+
+def _evaluators(config: RunConfig) -> tuple[int, bool]:
+    """(GPU evaluators, interpret Triton on CPU)."""
+    import ray
+
+    seen = int(ray.cluster_resources().get("GPU", 0))
+    gpus = seen if config.ray.gpus is None else min(config.ray.gpus, seen)
+    if config.evaluation.device == "cpu":
+        gpus = 0
+    return gpus, gpus == 0 or config.ray.fake_gpus > 0
+
+
+def _check_device(config: RunConfig, gpus: int, interpret: bool) -> None:
+    on_cpu = gpus == 0 or interpret
+    if on_cpu and (config.evaluation.bench_suite.startswith("qrv2") or config.evaluation.verify_suite.startswith("qrv2")):
+        raise DriverError(
+            f"no GPU is available, but this config times the GPU suites ({config.evaluation.verify_suite}, "
+            f"{config.evaluation.bench_suite}); use runs/smoke.yaml or set evaluation.verify_suite/bench_suite "
+            "to smoke/smoke-bench")
+
+
+def create_run(config: RunConfig) -> Run:
+    run_dir = config.run_dir
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise DriverError(f"{run_dir} already exists; continue it with `qrsearch resume {run_dir}` "
+                          "or choose another --name")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / CONFIG_FILE).write_text(config.to_yaml(), encoding="utf-8")
+    run = Run.create(run_dir, config.to_population_config(), config.model_dump_json())
+    seeds = seed_children(config, FAMILIES, derived_rng(config.seed, "seeds"))
+    run.add_candidates(seeds)
+    return run
+
+
+def open_run(run_dir: Path) -> tuple[RunConfig, Run]:
+    try:
+        run = Run.open(run_dir)
+    except RunStoreError as exc:
+        raise DriverError(str(exc)) from None
+    try:
+        config = RunConfig.model_validate_json(run.store.config_json())
+    except Exception as exc:
+        run.close()
+        raise DriverError(f"{run_dir}: the stored run config no longer validates: {exc}") from None
+    return config, run
+
+
+def execute(session: Session, address: str | None, console: Console, grace_s: float = 60.0) -> int:
+    """Run the loop until a budget, a signal or exhaustion stops it.  Returns an exit code."""
+    import ray
+
+    from search.ray_pool import RayPool
+
+    config, run, run_dir = session.config, session.run, session.run_dir
+    log = _logger(run_dir, console)
+    _init_ray(config, address)
+    signals = {"count": 0}
+    loop: SearchLoop | None = None
+    pool = None
+    llm = None
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def on_signal(signum: int, _frame: object) -> None:
+        signals["count"] += 1
+        name = signal.Signals(signum).name
+        if signals["count"] >= 2 or loop is None:
+            raise KeyboardInterrupt(f"second {name}: stopping now")
+        loop.request_stop(f"{name} received; finishing in-flight work (send again to stop at once)")
+
+    for sig in previous:
+        signal.signal(sig, on_signal)
+    try:
+        gpus, interpret = _evaluators(config)
+        _check_device(config, gpus, interpret)
+        pool = RayPool(workdir=run_dir / "work", gpus=gpus, cpu_evaluators=config.ray.cpu_evaluators,
+                       cpus_per_evaluator=config.ray.cpus_per_evaluator,
+                       env_extra={"TRITON_INTERPRET": "1"} if interpret else {})
+        kind = f"{gpus} GPU evaluator(s)" if gpus else f"{pool.size} CPU evaluator(s) (Triton interpreter)"
+        log(f"run {run_dir}: {kind}; families {', '.join(f.name for f in config.families)}")
+        if config.llm.enabled:
+            llm = LLMPool(LLMClient(config.llm))
+            log(f"LLM mutation on: {config.llm.base_url} ({', '.join(m.name for m in config.llm.models)})")
+        else:
+            log("LLM mutation is off (no llm.base_url/models configured): Optuna and crossover only")
+        tuner = Tuner(run_dir / OPTUNA_FILE, config.optuna.sampler, config.seed, config.optuna.trials_per_structure)
+        loop = SearchLoop(config, run, pool, tuner, FAMILIES, llm=llm, log=log, max_evals=session.max_evals,
+                          max_minutes=session.max_minutes)
+        _record_session(run, address)
+        stop_at: list[float] = []
+
+        with Live(render(loop, run_dir.name), console=console, refresh_per_second=2, transient=False) as live:
+            def tick() -> None:
+                live.update(render(loop, run_dir.name))
+                loop.write_status()
+                if loop.stop_requested and not stop_at:
+                    stop_at.append(time.monotonic() + grace_s)
+                if stop_at and time.monotonic() > stop_at[0] and loop.pool.inflight():
+                    log(f"grace period over: {len(loop.pool.inflight())} evaluations stay queued for resume")
+                    raise _Abandon()
+
+            try:
+                loop.run_until_done(on_tick=tick)
+            except _Abandon:
+                loop.write_status("stopped")
+        _summary(loop, console, run_dir)
+        return 0
+    except KeyboardInterrupt as exc:
+        console.print(f"[yellow]{exc or 'interrupted'}[/]; the store is consistent, resume with "
+                      f"`qrsearch resume {run_dir}`")
+        if loop is not None:
+            try:
+                loop.write_status("interrupted")
+            except Exception:
+                pass
+        return 130
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if llm is not None:
+            llm.shutdown()
+        if pool is not None:
+            try:
+                pool.shutdown()
+            except Exception:
+                pass
+        run.close()
+        ray.shutdown()
+
+
+class _Abandon(Exception):
+    pass
+
+
+def _record_session(run: Run, address: str | None) -> None:
+    sessions = run.store.get_json(SESSIONS_KEY, []) or []
+    sessions.append({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
+                     "address": address or "local"})
+    run.set_json(SESSIONS_KEY, sessions)
+
+
+def _summary(loop: SearchLoop, console: Console, run_dir: Path) -> None:
+    console.print(f"[bold]done[/]: {loop.stats.evaluations} evaluations this session "
+                  f"({loop.stats.evals_per_minute():.1f}/min); stop: {loop.stop_requested}")
+    for name, cid, ms, speed, evals in best_per_family(loop):
+        shown = "-" if speed is None else f"{speed:.1f}x"
+        console.print(f"  {name:24s} {cid:10s} {'-' if ms is None else f'{ms:.4g} ms':>12s} {shown:>8s}  {evals} evals")
+    console.print(f"inspect: qrsearch status {run_dir} | qrsearch champions {run_dir} | "
+                  f"qrsearch resume {run_dir} --max-evals N")
+
+
+def launch(config: RunConfig, address: str | None = None, console: Console | None = None) -> int:
+    console = console or Console()
+    run = create_run(config)
+    session = Session(config=config, run=run, run_dir=config.run_dir, max_evals=config.budget.max_evals,
+                      max_minutes=config.budget.max_minutes)
+    return execute(session, address, console)
+
+
+def resume(run_dir: Path, max_evals: int | None = None, max_minutes: float | None = None,
+           address: str | None = None, console: Console | None = None) -> int:
+    console = console or Console()
+    config, run = open_run(run_dir)
+    done = int(run.store.counter("gpu_evaluations"))
+    budget = done + max_evals if max_evals is not None else config.budget.max_evals
+    session = Session(config=config, run=run, run_dir=Path(run_dir), max_evals=budget,
+                      max_minutes=max_minutes if max_minutes is not None else config.budget.max_minutes)
+    console.print(f"resuming {run_dir}: {done} evaluations so far" +
+                  (f", up to {budget}" if budget is not None else ""))
+    return execute(session, address, console)
+
+
+__all__ = ["ConfigError", "DriverError", "launch", "resume", "create_run", "open_run"]

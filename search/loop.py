@@ -1,0 +1,380 @@
+"""The steady-state search loop: ask, mutate, evaluate, tell — no generation barriers.
+
+Each :meth:`SearchLoop.step`:
+  1. collects finished evaluations and tells them to the population (champions,
+     maturation, migration) and to Optuna, one store commit each;
+  2. re-queues work an evaluator lost (a dead actor or node blames nobody);
+  3. turns finished LLM calls into children (or rejected edits, with the reason);
+  4. fills every free evaluator from the pending queue, topping the queue up with
+     immediate Optuna/crossover proposals so that no GPU waits on an LLM call;
+  5. keeps LLM calls in flight (up to the configured concurrency) for later.
+
+It talks to evaluators, the LLM and Optuna through small interfaces, so tests
+drive it with fakes and no Ray, GPU or network.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from kernels.families import Family as KernelFamily
+from kernels.suites import get_suite
+from population.models import NewCandidate, Origin, State
+from population.rng import rng_state_to_json
+from population.run import Run
+from search.config import RunConfig
+from search.llm import LLMError, LLMPool
+from search.pool import Completed, EvaluatorPool, Lost
+from search.proposer import NOTE_KEY, TRIAL_KEY, Child, LLMJob, Proposer, RejectedEdit
+from search.speedup import BASELINE_FAMILY, with_speedups
+from search.tuning import Tuner
+from search.worker import EvalRequest
+
+DRIVER_RNG = "driver/proposals"
+STATUS_KEY = "driver/status"
+MAX_LOSSES = 3
+
+
+@dataclass
+class LoopStats:
+    started: float = field(default_factory=time.monotonic)
+    evaluations: int = 0  # finished GPU/CPU evaluations in this session
+    by_state: collections.Counter = field(default_factory=collections.Counter)
+    lost: int = 0
+    llm_calls: int = 0
+    llm_errors: int = 0
+    driver_s: float = 0.0  # time spent in the loop itself, not waiting on evaluators
+    champions: list[str] = field(default_factory=list)
+
+    def evals_per_minute(self) -> float:
+        minutes = (time.monotonic() - self.started) / 60
+        return self.evaluations / minutes if minutes > 0 else 0.0
+
+
+class SearchLoop:
+    def __init__(self, config: RunConfig, run: Run, pool: EvaluatorPool, tuner: Tuner,
+                 families: Mapping[str, KernelFamily], llm: LLMPool | None = None,
+                 log: Callable[[str], None] = print, max_evals: int | None = None,
+                 max_minutes: float | None = None) -> None:
+        self.config = config
+        self.run = run
+        self.pool = pool
+        self.tuner = tuner
+        self.families = families
+        self.log = log
+        self.rng = self._restore_rng()
+        self.proposer = Proposer(config, run, tuner, families, self.rng, llm=llm, log=log)
+        self.llm = llm
+        self.llm_jobs: list[LLMJob] = []
+        self.llm_off_reason: str | None = None if llm is not None else "no LLM endpoint configured"
+        self.llm_failures = 0
+        self.llm_paused_until = 0.0
+        self.queue: collections.deque[str] = collections.deque()
+        self.losses: collections.Counter = collections.Counter()
+        self.stats = LoopStats()
+        self.stop_requested: str | None = None
+        self.max_evals = max_evals
+        self.deadline = time.monotonic() + max_minutes * 60 if max_minutes else None
+        self.bench_cases = list(get_suite(config.evaluation.bench_suite))
+        self.verify_cases = list(get_suite(config.evaluation.verify_suite))
+        self._last_status = 0.0
+        self._idle_families: set[str] = set()
+
+    # --- state across resumes ------------------------------------------------------------
+
+    def _restore_rng(self) -> random.Random:
+        from population.rng import derived_rng, rng_from_json
+
+        saved = self.run.store.rng_state(DRIVER_RNG)
+        return rng_from_json(saved) if saved else derived_rng(self.config.seed, DRIVER_RNG)
+
+    def _save_rng(self) -> None:
+        self.run.store.set_rng_state(DRIVER_RNG, rng_state_to_json(self.rng))
+
+    def start(self) -> None:
+        """Queue what a previous session left pending or running, oldest first; baseline first."""
+        pending = self.run.requeue_inflight()
+        pending.sort(key=lambda c: (c.family != BASELINE_FAMILY, c.created_at, c.id))
+        self.queue.extend(c.id for c in pending)
+        if pending:
+            self.log(f"queued {len(pending)} candidates left pending by an earlier session")
+
+    # --- the step ------------------------------------------------------------------------
+
+    def step(self, timeout: float = 0.2) -> None:
+        events = self.pool.poll(timeout)
+        began = time.monotonic()
+        for event in events:
+            if isinstance(event, Completed):
+                self._told(event.outcome)
+            elif isinstance(event, Lost):
+                self._lost(event)
+        self._collect_llm()
+        if not self.stop_requested:
+            self._check_budget()
+        if not self.stop_requested:
+            self._dispatch()
+            self._start_llm_calls()
+        self.stats.driver_s += time.monotonic() - began
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.stop_requested) and not self.pool.inflight()
+
+    def run_until_done(self, on_tick: Callable[[], None] | None = None) -> None:
+        self.start()
+        while not self.finished:
+            self.step()
+            if on_tick:
+                on_tick()
+            if self.stop_requested is None and not self.queue and not self.pool.inflight() \
+                    and not self.llm_jobs and self._nothing_to_propose():
+                self.request_stop("nothing left to propose (every structure used its tuning budget)")
+        self.write_status("finished")
+
+    def request_stop(self, reason: str) -> None:
+        if self.stop_requested is None:
+            self.stop_requested = reason
+            self.log(f"stopping: {reason}")
+            for job in self.llm_jobs:
+                job.future.cancel()
+
+    # --- evaluations ---------------------------------------------------------------------
+
+    def _baseline(self):  # noqa: ANN202
+        return self.proposer.baseline_result()
+
+    def _told(self, outcome) -> None:  # noqa: ANN001 - EvalOutcome
+        result = with_speedups(outcome.result, self._baseline())
+        trial = self.run.store.get_json(TRIAL_KEY.format(cid=outcome.candidate_id))
+        report = self.run.tell(outcome.candidate_id, outcome.state, reason=outcome.reason, result=result)
+        if report.already_recorded:
+            return
+        self.run.add_counters({"gpu_evaluations": 1, f"state/{outcome.state.value}": 1,
+                               "busy_seconds": outcome.busy_s})
+        if trial:
+            self.tuner.tell(trial["study"], trial["number"],
+                            result.geomean_ms if outcome.state is State.VERIFIED else None)
+        self.stats.evaluations += 1
+        self.stats.by_state[outcome.state.value] += 1
+        cand = report.candidate
+        for change in report.champion_changes:
+            speed = f", {result.speedup:.1f}x torch.geqrf" if result.speedup else ""
+            line = f"champion of {change.family}: {change.candidate_id} ({cand.fitness_ms or 0:.4g} ms{speed})"
+            self.stats.champions.append(line)
+            self.log(line)
+
+    def _lost(self, event: Lost) -> None:
+        self.stats.lost += 1
+        self.losses[event.candidate_id] += 1
+        self.log(f"evaluation of {event.candidate_id} lost: {event.reason}")
+        if self.losses[event.candidate_id] >= MAX_LOSSES:
+            self.run.tell(event.candidate_id, State.CRASHED,
+                          reason=f"evaluation lost {MAX_LOSSES} times (last: {event.reason})")
+            self.stats.evaluations += 1
+            self.stats.by_state[State.CRASHED.value] += 1
+            trial = self.run.store.get_json(TRIAL_KEY.format(cid=event.candidate_id))
+            if trial:
+                self.tuner.tell(trial["study"], trial["number"], None)
+            return
+        self.run.requeue(event.candidate_id)
+        self.queue.appendleft(event.candidate_id)
+
+    def _request(self, cid: str) -> EvalRequest:
+        cand = self.run.store.get_candidate(cid)
+        ev = self.config.evaluation
+        return EvalRequest(
+            candidate_id=cid, family=cand.family, source=self.run.source(cand),
+            verify_suite=ev.verify_suite, verify_cases=self.verify_cases, bench_suite=ev.bench_suite,
+            bench_cases=self.bench_cases, device=ev.device, case_timeout_s=ev.case_timeout_s,
+            startup_timeout_s=ev.startup_timeout_s, min_reps=ev.min_reps, max_reps=ev.max_reps,
+            max_seconds_per_case=ev.max_seconds_per_case, target_rel_stderr=ev.target_rel_stderr,
+            profile=ev.profile)
+
+    def _dispatch(self) -> None:
+        free = self.pool.free_slots()
+        while free > 0:
+            if not self.queue and not self._propose_now():
+                break
+            if not self.queue:
+                break
+            cid = self.queue.popleft()
+            if self.run.store.get_candidate(cid).state is not State.PENDING:
+                continue
+            self.run.mark_running(cid)
+            self.pool.submit(self._request(cid))
+            free -= 1
+
+    # --- proposals -----------------------------------------------------------------------
+
+    def _inflight_by_structure(self) -> dict[str, int]:
+        counts: collections.Counter = collections.Counter()
+        for cid in [*self.queue, *self.pool.inflight()]:
+            cand = self.run.store.find_candidate(cid)
+            if cand is not None:
+                counts[cand.fingerprint] += 1
+        return dict(counts)
+
+    def _families_in_order(self) -> list[str]:
+        names = [n for n in self.proposer.searchable_families() if n not in self._idle_families]
+        self.rng.shuffle(names)
+        return names
+
+    def _propose_now(self) -> bool:
+        """An immediate (Optuna or crossover) child for an evaluator that would otherwise idle."""
+        if self.max_evals is not None and self._evals_committed() + len(self.pool.inflight()) + len(self.queue) \
+                >= self.max_evals:
+            return False
+        inflight = self._inflight_by_structure()
+        for family in self._families_in_order():
+            island = self.rng.randrange(len(self.run.population.family(family).islands))
+            child = self.proposer.synchronous(family, island, inflight)
+            if child is not None:
+                self._store_child(child)
+                return True
+        return False
+
+    def _nothing_to_propose(self) -> bool:
+        return not self._propose_now() and (self.llm is None or self.llm_off_reason is not None)
+
+    def _store_child(self, child: Child) -> str:
+        with self.run.transaction():
+            cand = self.run.add_candidate(child.new)
+            if child.proposal is not None:
+                self.tuner.bind(child.proposal, cand.id)
+                self.run.store.set_json(TRIAL_KEY.format(cid=cand.id),
+                                        {"study": child.proposal.study, "number": child.proposal.trial_number})
+            if child.note:
+                self.run.store.set_json(NOTE_KEY.format(cid=cand.id), child.note)
+            self._save_rng()
+        self.queue.append(cand.id)
+        return cand.id
+
+    def _start_llm_calls(self) -> None:
+        if self.llm is None or self.llm_off_reason or time.monotonic() < self.llm_paused_until:
+            return
+        mix = self.config.mutation
+        if mix.llm + mix.crossover <= 0:
+            return
+        while self.llm.free_slots > 0:
+            families = self._families_in_order()
+            if not families:
+                return
+            family = families[0]
+            island = self.rng.randrange(len(self.run.population.family(family).islands))
+            job = self.proposer.start_llm(family, island)
+            if job is None:
+                return
+            self.llm_jobs.append(job)
+
+    def _collect_llm(self) -> None:
+        still: list[LLMJob] = []
+        for job in self.llm_jobs:
+            if not job.future.done():
+                still.append(job)
+                continue
+            if job.future.cancelled():
+                continue
+            try:
+                reply = job.future.result()
+            except LLMError as exc:
+                self._llm_failed(str(exc))
+                continue
+            self.llm_failures = 0
+            self.stats.llm_calls += 1
+            made = self.proposer.finish_llm(job, reply)
+            with self.run.transaction():
+                n = self.run.store.add_counters({"llm_calls": 1, "llm_prompt_tokens": reply.prompt_tokens,
+                                                 "llm_completion_tokens": reply.completion_tokens,
+                                                 "llm_cost_usd": reply.cost_usd})["llm_calls"]
+                record = {"model": reply.model, "prompt_tokens": reply.prompt_tokens,
+                          "completion_tokens": reply.completion_tokens, "cost_usd": reply.cost_usd,
+                          "latency_s": round(reply.latency_s, 3), "family": job.family,
+                          "parents": [p.id for p in job.parents], "at": time.time()}
+                if isinstance(made, Child):
+                    cid = self._store_child(made)
+                    record["child"] = cid
+                elif isinstance(made, RejectedEdit):
+                    cand = self.run.add_candidate(made.new)
+                    self.run.tell(cand.id, State.REJECTED, reason=made.reason)
+                    record.update(child=cand.id, rejected=made.reason)
+                else:
+                    record["duplicate"] = True
+                self.run.store.set_json(f"llm/call/{int(n):06d}", record)
+        self.llm_jobs = still
+
+    def _llm_failed(self, message: str) -> None:
+        self.stats.llm_errors += 1
+        self.llm_failures += 1
+        self.run.add_counters({"llm_errors": 1})
+        if self.llm_failures >= 3:
+            pause = min(300.0, 15.0 * 2 ** (self.llm_failures - 3))
+            self.llm_paused_until = time.monotonic() + pause
+            self.log(f"LLM call failed ({message}); {self.llm_failures} in a row, pausing LLM calls for {pause:.0f} s")
+        else:
+            self.log(f"LLM call failed: {message}")
+
+    # --- budget and status ---------------------------------------------------------------
+
+    def _evals_committed(self) -> int:
+        return int(self.run.store.counter("gpu_evaluations"))
+
+    def _check_budget(self) -> None:
+        budget = self.config.budget
+        if self.max_evals is not None and self._evals_committed() >= self.max_evals:
+            self.request_stop(f"evaluation budget reached ({self.max_evals})")
+        elif self.deadline is not None and time.monotonic() >= self.deadline:
+            self.request_stop("time budget reached")
+        if self.llm is not None and self.llm_off_reason is None:
+            counters = self.run.store.counters("llm_")
+            tokens = counters.get("llm_prompt_tokens", 0) + counters.get("llm_completion_tokens", 0)
+            if budget.max_llm_tokens is not None and tokens >= budget.max_llm_tokens:
+                self.llm_off_reason = f"LLM token budget spent ({int(tokens)})"
+            elif budget.max_llm_cost_usd is not None and counters.get("llm_cost_usd", 0) >= budget.max_llm_cost_usd:
+                self.llm_off_reason = f"LLM money budget spent (${counters.get('llm_cost_usd', 0):.2f})"
+            if self.llm_off_reason:
+                self.log(f"LLM mutation off: {self.llm_off_reason}")
+
+    def status(self, state: str = "running") -> dict:
+        stats = self.pool.stats()
+        return {
+            "state": state, "updated": time.time(), "session_evaluations": self.stats.evaluations,
+            "evals_per_minute": round(self.stats.evals_per_minute(), 3), "lost": self.stats.lost,
+            "by_state": dict(self.stats.by_state), "queue": len(self.queue), "inflight": len(self.pool.inflight()),
+            "llm_inflight": len(self.llm_jobs), "llm": self.llm_off_reason or "on",
+            "evaluators": stats.evaluators, "evaluators_ready": stats.ready,
+            "busy_fraction": {k: round(v, 4) for k, v in stats.busy_fraction.items()},
+            "driver_seconds": round(self.stats.driver_s, 3), "stop_reason": self.stop_requested,
+        }
+
+    def write_status(self, state: str = "running", every_s: float = 2.0) -> None:
+        now = time.monotonic()
+        if state == "running" and now - self._last_status < every_s:
+            return
+        self._last_status = now
+        self.run.set_json(STATUS_KEY, self.status(state))
+
+
+def seed_children(config: RunConfig, families: Mapping[str, KernelFamily], rng: random.Random) -> list[NewCandidate]:
+    """The first candidates: the baseline once, and per island of each family its file with
+    the defaults on island 0 and a random valid assignment on the others (diversity for free)."""
+    from kernels.params import structure_fingerprint
+
+    seeds = []
+    baseline = families[BASELINE_FAMILY]
+    seeds.append(NewCandidate(family=BASELINE_FAMILY, island=0, origin=Origin.SEED, source=baseline.source(),
+                              params={}, fingerprint=structure_fingerprint(baseline.source())))
+    for spec in config.families:
+        fam = families[spec.name]
+        if fam.baseline:
+            continue
+        for island in range(spec.islands):
+            params = fam.default_params() if island == 0 else fam.space.sample(rng).as_params()
+            source = fam.render(params)
+            seeds.append(NewCandidate(family=spec.name, island=island, origin=Origin.SEED, source=source,
+                                      params=params, fingerprint=structure_fingerprint(source)))
+    return seeds

@@ -1,0 +1,65 @@
+"""The live screen of a search: throughput, failures, best per family, GPU use, LLM spend."""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from population.models import State
+from search.loop import SearchLoop
+from search.speedup import BASELINE_FAMILY, with_speedups
+
+
+def best_per_family(loop: SearchLoop) -> list[tuple[str, str, float | None, float | None, int]]:
+    """(family, champion id, fitness ms, speedup, evaluations) per searched family."""
+    baseline = loop.proposer.baseline_result()
+    rows = []
+    for name, fam in loop.run.population.families.items():
+        if name == BASELINE_FAMILY:
+            continue
+        champ = fam.champion
+        speed = None
+        if champ is not None:
+            result = loop.run.store.get_result(champ.id)
+            speed = with_speedups(result, baseline).speedup if result else None
+        rows.append((name, champ.id if champ else "-", champ.fitness_ms if champ else None, speed, fam.evals))
+    return rows
+
+
+def render(loop: SearchLoop, title: str) -> Group:
+    s = loop.stats
+    elapsed = time.monotonic() - s.started
+    counters = loop.run.store.counters()
+    pool = loop.pool.stats()
+    head = Table.grid(padding=(0, 2))
+    head.add_row(
+        Text(title, style="bold"), f"{elapsed / 60:5.1f} min",
+        f"evals {s.evaluations} ({s.evals_per_minute():.1f}/min)",
+        f"queue {len(loop.queue)}", f"running {len(loop.pool.inflight())}",
+        f"evaluators {pool.ready}/{pool.evaluators} busy {100 * pool.mean_busy:.0f}%",
+    )
+    failures = {k: v for k, v in s.by_state.items() if k != State.VERIFIED.value}
+    llm = loop.llm_off_reason or f"{len(loop.llm_jobs)} in flight"
+    head.add_row(
+        "", f"verified {s.by_state.get(State.VERIFIED.value, 0)}",
+        "failed " + (", ".join(f"{k} {v}" for k, v in sorted(failures.items())) or "0"),
+        f"lost {s.lost}", f"LLM: {llm}",
+        f"tokens {int(counters.get('llm_prompt_tokens', 0) + counters.get('llm_completion_tokens', 0))} "
+        f"${counters.get('llm_cost_usd', 0):.2f}",
+    )
+    table = Table(title=None, expand=False)
+    for column in ("family", "champion", "geomean ms", "speedup", "evals"):
+        table.add_column(column, justify="right" if column in ("geomean ms", "speedup", "evals") else "left")
+    for name, cid, ms, speed, evals in best_per_family(loop):
+        table.add_row(name, cid, "-" if ms is None else f"{ms:.4g}", "-" if speed is None else f"{speed:.1f}x",
+                      str(evals))
+    parts: list = [head, table]
+    if s.champions:
+        parts.append(Text("\n".join(s.champions[-4:]), style="green"))
+    if loop.stop_requested:
+        parts.append(Text(f"stopping: {loop.stop_requested} (waiting for {len(loop.pool.inflight())} evaluations)",
+                          style="yellow"))
+    return Group(*parts)
