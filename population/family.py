@@ -33,8 +33,8 @@ from population.selection import select
 
 class ChampionChange(Frozen):
     family: str
-    old_id: CandidateId | None
-    new_id: CandidateId
+    candidate_id: CandidateId                # the new champion
+    previous_id: CandidateId | None
     fitness_ms: float
     family_evals: int
     cause: str  # first | improved | overtook | matured
@@ -171,7 +171,7 @@ class Family:
         self._put(self.structures[winner.fingerprint].with_status(StructureStatus.CHAMPION, self.evals), changed)
         self.champion = winner
         assert winner.fitness_ms is not None  # only verified candidates are crowned
-        changes.append(ChampionChange(family=self.name, old_id=old.id if old else None, new_id=winner.id,
+        changes.append(ChampionChange(family=self.name, previous_id=old.id if old else None, candidate_id=winner.id,
                                       fitness_ms=winner.fitness_ms, family_evals=self.evals, cause=cause))
 
     def _conclude(self, rec: StructureRecord, changed: dict[str, StructureRecord],

@@ -157,6 +157,11 @@ class Run:
         with self.transaction():
             return self.store.mark_running(cid, self.clock())
 
+    def requeue(self, cid: str) -> Candidate:
+        """A running candidate goes back to ``pending`` (e.g. its worker died)."""
+        with self.transaction():
+            return self.store.requeue(cid, self.clock())
+
     def requeue_inflight(self) -> list[Candidate]:
         with self.transaction():
             return self.store.requeue_inflight(self.clock())

@@ -39,8 +39,8 @@ class Attempt(Frozen):
 class RunStore(StoreFile):
     # --- config, key/value, counters, RNG states, blobs ------------------------------------
 
-    @property
     def config_json(self) -> str:
+        """The run config exactly as given to ``create``."""
         return self._one("SELECT value FROM kv WHERE key = 'config'")
 
     def get_json(self, key: str, default: Any = None) -> Any:
@@ -195,6 +195,13 @@ class RunStore(StoreFile):
             self.update_candidate(cand, member=False)
             return cand
 
+    def requeue(self, cid: str, now: float | None = None) -> Candidate:
+        """Put one running candidate back in the queue (its worker was lost, not its fault)."""
+        with self.transaction():
+            cand = self.get_candidate(cid).with_state(State.PENDING, now=time.time() if now is None else now)
+            self.update_candidate(cand, member=False)
+            return cand
+
     def inflight(self) -> list[Candidate]:
         rows = self._execute(f"SELECT {CAND_COLS} FROM candidates WHERE state IN ('pending', 'running') "
                              "ORDER BY seq").fetchall()
@@ -225,8 +232,18 @@ class RunStore(StoreFile):
             return True
 
     def get_result(self, cid: str) -> EvalResult | None:
+        """The result recorded for this very candidate (a migrant copy has none)."""
         body = self._one("SELECT body FROM results WHERE candidate_id = ?", (cid,))
         return None if body is None else result_from_json(body)
+
+    def evaluated_result(self, cid: str) -> EvalResult | None:
+        """The measurement behind a candidate's fitness: its own result, or for a migrant
+        copy the result of the original it was copied from (same code, same device)."""
+        with self.read():
+            cand = self.get_candidate(cid)
+            while cand.origin is Origin.MIGRATION:
+                cand = self.get_candidate(cand.parent_ids[0])
+            return self.get_result(cand.id)
 
     # --- structures and champions ------------------------------------------------------------
 
@@ -245,7 +262,7 @@ class RunStore(StoreFile):
         with self.transaction():
             self._write("INSERT INTO champions(family, candidate_id, previous_id, fitness_ms, family_evals, "
                         "cause, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (change.family, change.new_id, change.old_id, change.fitness_ms, change.family_evals,
+                        (change.family, change.candidate_id, change.previous_id, change.fitness_ms, change.family_evals,
                          change.cause, at))
 
     def champion_history(self, family: str | None = None) -> list[ChampionEntry]:

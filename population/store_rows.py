@@ -68,6 +68,6 @@ def structure_from_row(row: tuple[Any, ...]) -> StructureRecord:
 
 
 def champion_from_row(row: tuple[Any, ...]) -> ChampionEntry:
-    change = ChampionChange(family=row[1], new_id=row[2], old_id=row[3], fitness_ms=row[4],
+    change = ChampionChange(family=row[1], candidate_id=row[2], previous_id=row[3], fitness_ms=row[4],
                             family_evals=row[5], cause=row[6])
     return ChampionEntry(seq=row[0], change=change, at=row[7])

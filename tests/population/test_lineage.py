@@ -98,7 +98,7 @@ def test_champion_chain_records_each_takeover(run: Run) -> None:
     other = add(run, "other", (better.id,), fp="u")
     verify(run, other, 1.0)
     chain = lineage.champion_chain(run.store, "a")
-    assert [(e.change.new_id, e.change.old_id, e.change.cause, e.change.family_evals) for e in chain] == [
+    assert [(e.change.candidate_id, e.change.previous_id, e.change.cause, e.change.family_evals) for e in chain] == [
         (s.id, None, "first", 1), (better.id, s.id, "improved", 3), (other.id, better.id, "matured", 4)]
     assert [e.change.fitness_ms for e in chain] == [3.0, 2.0, 1.0]
     assert lineage.champion_chain(run.store, "b") == []

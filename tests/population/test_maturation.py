@@ -62,7 +62,7 @@ def test_a_maturing_structure_faster_than_the_champion_waits_for_its_budget() ->
     p.tell(mk(None, fingerprint="new"))  # failed tuning attempts still spend the budget
     p.tell(mk(None, fingerprint="new"))
     report = p.tell(mk(None, fingerprint="new"))
-    assert p.champion("f").id == fast.id and report.champion_changes[0].old_id == champ
+    assert p.champion("f").id == fast.id and report.champion_changes[0].previous_id == champ
 
 
 def test_a_structure_that_loses_is_then_evicted_like_anyone() -> None:

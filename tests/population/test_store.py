@@ -71,7 +71,7 @@ def test_create_ignores_the_leftovers_of_a_killed_creator(tmp_path: Path) -> Non
     d.mkdir()
     (d / ".run.sqlite.4242.tmp").write_bytes(b"half a database")
     with RunStore.create(d, '{"x": 1}') as store:
-        assert store.config_json == '{"x": 1}'
+        assert store.config_json() == '{"x": 1}'
     assert not (d / ".run.sqlite.4242.tmp").exists()
 
 
@@ -266,7 +266,7 @@ def test_counters_kv_and_rng_states_persist(tmp_path: Path) -> None:
         assert store.get_json("optuna.studies") == {"a": "study-a"}
         assert store.get_json("missing", default=[]) == []
         assert set(store.get_rng_states()) == {"select/a"}
-        assert store.config_json == '{"search": {"llm": "x"}}'
+        assert store.config_json() == '{"search": {"llm": "x"}}'
 
 
 def test_a_failed_transaction_leaves_store_and_population_as_they_were(run: Run) -> None:
@@ -330,3 +330,28 @@ def test_a_failed_commit_does_not_forget_unsaved_rng_state(run: Run, monkeypatch
     assert not run.store.connection.in_transaction and run.store.get_json("x") is None
     run.set_json("x", 2)
     assert run.store.rng_state("select/a") == rng_state_to_json(run.population.family("a").rng)
+
+
+def test_requeue_one_lost_evaluation(run: Run) -> None:
+    s = seed(run)
+    with pytest.raises(InvalidTransition):
+        run.requeue(s.id)  # pending already
+    run.mark_running(s.id)
+    assert run.requeue(s.id).state is State.PENDING
+    assert run.store.get_candidate(s.id).state is State.PENDING
+    run.tell(s.id, State.CRASHED, reason="lost three times")
+    with pytest.raises(InvalidTransition):
+        run.requeue(s.id)
+
+
+def test_a_migrants_measurement_is_its_originals(tmp_path: Path) -> None:
+    from population.config import FamilyConfig, MigrationConfig, PopulationConfig
+    config = PopulationConfig(families=(FamilyConfig(name="a", islands=2, migration=MigrationConfig(interval=1)),))
+    with Run.create(tmp_path / "r", config) as run:
+        s = seed(run)
+        report = run.tell(s.id, State.VERIFIED, result=ok(s.id, 2.0))
+        (migrant,) = report.migrants
+        assert run.store.get_candidate(migrant.id).origin is Origin.MIGRATION and run.store.is_member(migrant.id)
+        assert run.store.get_result(migrant.id) is None
+        assert run.store.evaluated_result(migrant.id) == ok(s.id, 2.0)
+        assert run.store.evaluated_result(s.id) == ok(s.id, 2.0)
