@@ -44,7 +44,12 @@ _QUERIES: tuple[tuple[str, str], ...] = (
      "WHERE h.fitness_ms >= p.fitness_ms"),
     ("structure whose evaluation count disagrees with its candidates",
      "SELECT s.fingerprint FROM structures s WHERE s.evals != (SELECT count(*) FROM candidates c WHERE "
-     "c.family = s.family AND c.fingerprint = s.fingerprint AND c.told_seq IS NOT NULL)"),
+     "c.family = s.family AND c.fingerprint = s.fingerprint AND c.told_seq IS NOT NULL "
+     "AND c.state != 'rejected')"),
+    ("evaluated structure without a record",
+     "SELECT DISTINCT c.fingerprint FROM candidates c LEFT JOIN structures s ON s.family = c.family AND "
+     "s.fingerprint = c.fingerprint WHERE c.told_seq IS NOT NULL AND c.state != 'rejected' "
+     "AND s.fingerprint IS NULL"),
     ("structure whose best is not its fastest verified candidate",
      "SELECT s.fingerprint FROM structures s WHERE s.best_fitness_ms IS NOT (SELECT min(c.fitness_ms) FROM "
      "candidates c WHERE c.family = s.family AND c.fingerprint = s.fingerprint AND c.told_seq IS NOT NULL) "

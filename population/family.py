@@ -118,12 +118,14 @@ class Family:
         changes: list[ChampionChange] = []
 
         fp = candidate.fingerprint
-        rec = self.structures.get(fp) or StructureRecord(
-            family=self.name, fingerprint=fp, first_candidate_id=candidate.id, created_eval=self.evals)
-        rec = rec.observe(candidate)
-        if rec.status is StructureStatus.RETIRED and candidate.state is State.VERIFIED:
-            rec = rec.with_status(StructureStatus.MATURED)
-        self._put(rec, changed)
+        # A rejected candidate never ran: it spends no tuning budget and founds no structure.
+        if candidate.state is not State.REJECTED:
+            rec = self.structures.get(fp) or StructureRecord(
+                family=self.name, fingerprint=fp, first_candidate_id=candidate.id, created_eval=self.evals)
+            rec = rec.observe(candidate)
+            if rec.status is StructureStatus.RETIRED and candidate.state is State.VERIFIED:
+                rec = rec.with_status(StructureStatus.MATURED)
+            self._put(rec, changed)
 
         if candidate.state is State.VERIFIED:
             island.add(candidate)

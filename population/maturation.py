@@ -28,7 +28,8 @@ class StructureRecord(Frozen):
     fingerprint: str
     first_candidate_id: CandidateId
     created_eval: int = Field(ge=1)          # family evaluation count when first seen
-    evals: int = Field(default=0, ge=0)      # evaluations of its candidates, failures included
+    evals: int = Field(default=0, ge=0)      # evaluations of its candidates, failures included,
+                                             # rejections (never run) excluded
     best_id: CandidateId | None = None
     best_fitness_ms: float | None = None
     status: StructureStatus = StructureStatus.MATURING

@@ -156,3 +156,14 @@ def test_maturing_list_reports_remaining_budget_oldest_first() -> None:
     p.tell(mk(3.0, fingerprint="x"))
     fam = p.family("f")
     assert [(r.fingerprint, fam.policy.remaining(r)) for r in p.maturing("f")] == [("x", 1), ("y", 2)]
+
+
+def test_rejections_never_ran_so_they_spend_no_budget() -> None:
+    p, mk = pop(tuning_budget=1), Maker()
+    tuned_champion(p, mk)
+    p.tell(mk(None, fingerprint="junk", state=State.REJECTED))
+    assert p.structure("f", "junk") is None
+    fresh = mk(1.5, fingerprint="new")
+    p.tell(fresh)
+    p.tell(mk(None, fingerprint="new", state=State.REJECTED))
+    assert p.structure("f", "new").evals == 1 and p.structure("f", "new").status is StructureStatus.MATURING

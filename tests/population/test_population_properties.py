@@ -18,9 +18,10 @@ from population.models import Candidate, Origin, State
 from population.population import Population
 from tests.population.helpers import Maker
 
-# One step: (family index, island, structure index or None for a new one, fitness or None for a failure)
+# One step: (family index, island, structure index or None for a new one,
+#            fitness, or None for a failed evaluation, or -1 for a rejection that never ran)
 steps = st.lists(st.tuples(st.integers(0, 1), st.integers(0, 2), st.one_of(st.none(), st.integers(0, 5)),
-                           st.one_of(st.none(), st.floats(0.1, 10.0))), min_size=1, max_size=80)
+                           st.one_of(st.none(), st.just(-1.0), st.floats(0.1, 10.0))), min_size=1, max_size=80)
 family_configs = st.builds(
     lambda islands, capacity, budget, timeout, topology, interval: FamilyConfig(
         name="x", islands=islands, capacity=capacity, tuning_budget=budget, maturation_timeout=timeout,
@@ -51,7 +52,9 @@ def drive(pop: Population, plan: list[tuple[int, int, int | None, float | None]]
         else:
             fp = fps[name][struct]
         parent = pop.select_parent(name, island)
-        cand = maker(fitness, fingerprint=fp, island=island, parent=parent.id if parent else None, family=name)
+        rejected = fitness == -1.0
+        cand = maker(None if rejected else fitness, fingerprint=fp, island=island,
+                     parent=parent.id if parent else None, family=name, state=State.REJECTED if rejected else None)
         before = {m.id for m in fam.members()}
         report = pop.tell(cand)
         told[name].append(cand)
@@ -92,8 +95,9 @@ def check_step(pop: Population, name: str, before: set[str], report, told: list[
         assert all(m.family == other.name for m in other.members())
     # Structure records equal what the history says.
     budget = fam.config.tuning_budget
+    assert set(fam.structures) == {c.fingerprint for c in told if c.state is not State.REJECTED}
     for fp, rec in fam.structures.items():
-        mine = [c for c in told if c.fingerprint == fp]
+        mine = [c for c in told if c.fingerprint == fp and c.state is not State.REJECTED]
         assert rec.evals == len(mine)
         fits = [c.fitness_ms for c in mine if c.state is State.VERIFIED]
         assert rec.best_fitness_ms == (min(fits) if fits else None)
