@@ -1,8 +1,8 @@
 """Evaluation suites as data.
 
 ``qrv2-tests`` and ``qrv2-bench`` are the shapes, conditioning and cases of the
-public GPU MODE ``qr_v2`` problem, with our own seeds.  ``smoke`` and
-``smoke-bench`` are CPU-friendly.  ``qrv2-quick`` is a cheap GPU verification
+public GPU MODE ``qr_v2`` problem, with our own seeds.  ``smoke``,
+``smoke-quick`` and ``smoke-bench`` are CPU-friendly.  ``qrv2-quick`` is a cheap GPU verification
 gate for the search's evaluation cascade.
 """
 
@@ -60,6 +60,17 @@ def _smoke() -> tuple[Case, ...]:
 
 SUITES: dict[str, tuple[Case, ...]] = {
     "smoke": _smoke(),
+    # The search's cheap CPU gate: each size class and the hardest profiles.
+    "smoke-quick": _cases(
+        [
+            (2, 1, 0, 9201, "dense"),
+            (3, 8, 2, 9202, "mixed"),
+            (2, 24, 0, 9203, "rankdef"),
+            (2, 32, 0, 9204, "clustered"),
+            (2, 40, 0, 9205, "rowscale"),
+            (4, 48, 2, 9206, "mixed"),
+        ]
+    ),
     "smoke-bench": _cases(
         [
             (8, 16, 1, 9301, "dense"),

@@ -250,7 +250,7 @@ def default_config(cuda: bool) -> RunConfig:
         return RunConfig(name="default-gpu", budget=BudgetConfig(max_evals=200, max_minutes=20))
     return RunConfig(
         name="default-cpu",
-        evaluation=EvaluationConfig(verify_suite="smoke", bench_suite="smoke-bench", device="cpu", profile=False,
+        evaluation=EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu", profile=False,
                                     max_seconds_per_case=0.3),
         budget=BudgetConfig(max_evals=24, max_minutes=4),
     )

@@ -53,8 +53,7 @@ def _sampler(kind: str, seed: int) -> optuna.samplers.BaseSampler:
     if kind == "cmaes":
         # CMA-ES handles the numeric knobs; categoricals fall back to independent random sampling.
         return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
-    return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True,
-                                      warn_independent_sampling=False)
+    return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
 
 
 @dataclass(frozen=True)
