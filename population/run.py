@@ -226,7 +226,6 @@ class Run:
             self.store.put_structure(rec)
         for change in report.champion_changes:
             self.store.add_champion_change(change, self.clock())
-        counts: dict[str, int | float] = {"migrants": len(report.migrants)} if report.migrants else {}
-        if counts:
-            self.store.add_counters(counts)
+        if report.migrants:
+            self.store.add_counters({"migrants": len(report.migrants)})
         self.store.set_counter(evals_key(fam.name), fam.evals)

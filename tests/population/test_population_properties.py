@@ -145,3 +145,18 @@ def test_same_history_gives_the_same_population(fc: FamilyConfig, plan) -> None:
     drive(a, plan, check=False)
     drive(b, plan, check=False)
     assert a.snapshot() == b.snapshot()
+
+
+def test_long_seeded_histories_keep_every_rule() -> None:
+    """Hypothesis favours short histories; these reach full islands, many structures, many migrations."""
+    import random
+    for seed in range(4):
+        rng = random.Random(seed)
+        fc = FamilyConfig(name="x", islands=3, capacity=rng.randint(2, 5), tuning_budget=rng.randint(1, 4),
+                          maturation_timeout=rng.choice([None, 15]),
+                          migration=MigrationConfig(topology=rng.choice(list(Topology)), interval=rng.randint(1, 5)))
+        plan = [(rng.randint(0, 1), rng.randint(0, 2), rng.choice([None, *range(12)]),
+                 rng.choice([None, -1.0, *(rng.uniform(0.1, 10) for _ in range(6))])) for _ in range(400)]
+        pop = make_population(fc)
+        drive(pop, plan)
+        assert sum(len(f.structures) for f in pop.families.values()) > 20
