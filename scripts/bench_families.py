@@ -1,0 +1,251 @@
+"""Device-run helper for the kernel families: parameter sweeps in one process.
+
+    python scripts/bench_families.py precompile PLAN WORKER NWORKERS
+    python scripts/bench_families.py sweep PLAN --json OUT [--budget-s S]
+
+A plan is a list of variants (family, parameter overrides, the qrv2-bench
+shapes to time, the qrv2-tests cases to verify).  ``precompile`` runs each
+variant once on batch-1 inputs so that Triton's on-disk cache holds every
+kernel (run several workers in parallel on the many CPU cores of the device
+machine); ``sweep`` then verifies and times them one after the other.
+
+Timing here is a quick sweep, not the official number: median of CUDA-event
+times over repeated calls on one input, L2 flushed before each call.  The
+official table comes from ``qrsearch bench`` (fresh verified input per timed
+call); see scripts/bench_families.sh and kernels/BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from kernels.candidate import load_candidate, materialize  # noqa: E402
+from kernels.contract import generate_input  # noqa: E402
+from kernels.floors import floors  # noqa: E402
+from kernels.params import read_params, render_params  # noqa: E402
+from kernels.suites import Case, get_suite  # noqa: E402
+from kernels.verify import verify_qr  # noqa: E402
+
+BENCH = {f"{c.batch}x{c.n}": c for c in get_suite("qrv2-bench") if c.case == "dense"}
+TESTS = {c.name: c for c in get_suite("qrv2-tests")}
+CAND_DIR = Path("/tmp/qrsearch-sweep")
+
+
+@dataclass
+class Variant:
+    family: str
+    label: str
+    params: dict = field(default_factory=dict)
+    shapes: list[str] = field(default_factory=list)  # keys of BENCH, timed
+    checks: list[str] = field(default_factory=list)  # names of TESTS, verified only
+
+    def path(self) -> Path:
+        source = (ROOT / "kernels" / "families" / f"{self.family}.py").read_text()
+        params = read_params(source)
+        unknown = set(self.params) - set(params)
+        if unknown:
+            raise KeyError(f"{self.family} has no parameters {sorted(unknown)}")
+        params.update(self.params)
+        return materialize(render_params(source, params), CAND_DIR)
+
+
+def _tests(*ns: int, kinds: tuple[str, ...] = ()) -> list[str]:
+    return [name for name, c in TESTS.items() if c.n in ns and (not kinds or c.case in kinds)]
+
+
+HARD = ("band", "rowscale", "clustered", "rankdef", "nearrank", "mixed", "upper")
+X3 = {"prec_w": "tf32x3", "prec_t": "tf32x3", "prec_u": "tf32x3"}
+TF32 = {"prec_w": "tf32", "prec_t": "tf32", "prec_u": "tf32"}
+MID = ["40x176", "40x352", "640x512", "60x1024"]
+BIG = ["60x1024", "8x2048", "2x4096"]
+
+PLANS: dict[str, list[Variant]] = {
+    # First device run: every family at its defaults, then one change at a time.
+    "r1": [
+        Variant("householder_unblocked", "default", {}, ["20x32"]),
+        Variant("householder_unblocked", "w1", {"warps_32": 1}, ["20x32"]),
+        Variant("householder_unblocked", "w4", {"warps_32": 4}, ["20x32"]),
+        Variant("householder_unblocked", "n256", {"max_n": 256, "warps_256": 16}, ["40x176"], _tests(176)),
+        Variant("blocked_wy", "default", {}, ["20x32", *MID, "8x2048"]),
+        Variant("blocked_wy", "x3", X3, MID, _tests(512, 1024, kinds=HARD)),
+        Variant("blocked_wy", "w16", {"warps_le512": 16, "warps_le256": 8}, MID),
+        Variant("blocked_wy", "x3-w16", {**X3, "warps_le512": 16, "warps_le256": 8}, MID),
+        Variant("blocked_wy", "nb16", {"nb_le512": 16, "nb_le256": 16, "nb_le1024": 16}, MID),
+        Variant("blocked_wy", "shrink0", {"shrink": 0}, ["640x512", "60x1024"]),
+        Variant("blocked_wy", "shrink2", {"shrink": 2}, ["640x512", "60x1024"]),
+        Variant("blocked_wy", "bn64-rb32-s2", {"bn": 64, "rb": 32, "stages": 2}, ["640x512", "60x1024"]),
+        Variant("blocked_wy", "tf32", TF32, ["640x512"], _tests(512, kinds=HARD)),
+        Variant("lookahead_split", "default", {}, ["40x352", "640x512", *BIG]),
+        Variant("lookahead_split", "x3", X3, BIG, _tests(1024, 2048, 4096, kinds=HARD)),
+        Variant("lookahead_split", "nb32", {"nb": 32}, BIG),
+        Variant("lookahead_split", "bn128", {"bn": 128}, BIG),
+        Variant("lookahead_split", "pe16k", {"panel_elems": 16384}, ["2x4096"]),
+        Variant("lookahead_split", "w32", {"warps_bm_gt1024": 32}, ["8x2048", "2x4096"]),
+    ],
+}
+
+
+def _ns(v: Variant) -> list[int]:
+    return sorted({BENCH[s].n for s in v.shapes} | {TESTS[t].n for t in v.checks})
+
+
+def precompile(plan: str, worker: int, nworkers: int) -> None:
+    for i, v in enumerate(PLANS[plan]):
+        if i % nworkers != worker:
+            continue
+        t0 = time.time()
+        try:
+            kernel = load_candidate(v.path())
+            for n in _ns(v):
+                a = generate_input(1, n, 1.0, 1, "dense", device="cuda")
+                kernel(a)
+            torch.cuda.synchronize()
+            print(f"precompiled {v.family}/{v.label} n={_ns(v)} in {time.time() - t0:.1f}s", flush=True)
+        except Exception as exc:  # report and go on: the sweep will show the failure too
+            print(f"precompile {v.family}/{v.label} failed: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+
+
+class Timer:
+    def __init__(self) -> None:
+        self.flush_buf = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda")
+
+    def time(self, fn, a: torch.Tensor, budget_ms: float = 1500.0, max_reps: int = 30) -> list[float]:
+        times: list[float] = []
+        spent = 0.0
+        while len(times) < max_reps and (len(times) < 3 or spent < budget_ms):
+            self.flush_buf.zero_()
+            torch.cuda.synchronize()
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn(a)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+            spent += times[-1]
+        return times
+
+
+def _resources(kernel_fn) -> list[dict]:
+    """Registers, spills and shared memory of every compiled Triton kernel of a candidate module."""
+    module = sys.modules[kernel_fn.__module__]
+    out = []
+    for name, obj in vars(module).items():
+        caches = getattr(obj, "device_caches", None)
+        if not caches:
+            continue
+        for device, entry in list(caches.items()):
+            for ck in entry[0].values():
+                md = ck.metadata
+                out.append({"kernel": name, "regs": getattr(ck, "n_regs", None), "spills": getattr(ck, "n_spills", None),
+                            "shared": md.shared, "warps": md.num_warps})
+    return out
+
+
+def sweep(plan: str, json_path: Path, budget_s: float) -> None:
+    timer = Timer()
+    rows = []
+    began = time.time()
+    for v in PLANS[plan]:
+        if time.time() - began > budget_s:
+            rows.append({"family": v.family, "label": v.label, "status": "skipped (sweep budget)"})
+            continue
+        try:
+            kernel = load_candidate(v.path())
+        except Exception as exc:
+            rows.append({"family": v.family, "label": v.label, "status": f"load failed: {exc}"})
+            continue
+        for name in v.checks:
+            c = TESTS[name]
+            row = {"family": v.family, "label": v.label, "case": name, "kind": "check"}
+            try:
+                a = generate_input(c.batch, c.n, c.cond, c.seed, c.case, device="cuda")
+                r = verify_qr(a, kernel(a.clone()))
+                row.update(ok=r.ok, factor=r.factor_scaled, orth=r.orth_scaled, message=r.message)
+            except Exception as exc:
+                row.update(ok=False, message=f"{type(exc).__name__}: {str(exc)[:300]}")
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        for shape in v.shapes:
+            c = BENCH[shape]
+            row = {"family": v.family, "label": v.label, "case": c.name, "kind": "time"}
+            try:
+                a = generate_input(c.batch, c.n, c.cond, c.seed, c.case, device="cuda")
+                out = kernel(a.clone())
+                torch.cuda.synchronize()
+                t_verify = time.time()
+                r = verify_qr(a, out)
+                row.update(ok=r.ok, factor=r.factor_scaled, orth=r.orth_scaled, verify_s=round(time.time() - t_verify, 2))
+                del out
+                times = timer.time(kernel, a)
+                med = statistics.median(times)
+                f = floors(c)
+                row.update(median_ms=med, min_ms=min(times), reps=len(times),
+                           fp32_floor_frac=f.fp32_floor_ms / med, tf32_floor_frac=f.tf32_floor_ms / med)
+            except Exception as exc:
+                row.update(ok=False, message=f"{type(exc).__name__}: {str(exc)[:300]}")
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        try:
+            rows.append({"family": v.family, "label": v.label, "kind": "resources", "kernels": _resources(kernel)})
+        except Exception as exc:
+            rows.append({"family": v.family, "label": v.label, "kind": "resources", "message": str(exc)})
+    json_path.write_text(json.dumps(rows, indent=1))
+    _summary(rows)
+
+
+def _summary(rows: list[dict]) -> None:
+    print("\n# sweep summary (median ms; FAIL = verification failed)")
+    timed = [r for r in rows if r.get("kind") == "time"]
+    labels = list(dict.fromkeys((r["family"], r["label"]) for r in timed))
+    shapes = list(dict.fromkeys(r["case"] for r in timed))
+    print("variant".ljust(34) + "".join(s.replace("dense-", "")[:13].rjust(14) for s in shapes))
+    for fam, lab in labels:
+        cells = []
+        for s in shapes:
+            r = next((r for r in timed if (r["family"], r["label"], r["case"]) == (fam, lab, s)), None)
+            if r is None:
+                cells.append("")
+            elif not r.get("ok"):
+                cells.append("FAIL")
+            else:
+                cells.append(f"{r['median_ms']:.4g}")
+        print(f"{fam[:20]}/{lab}"[:34].ljust(34) + "".join(c.rjust(14) for c in cells))
+    bad = [r for r in rows if r.get("kind") == "check" and not r.get("ok")]
+    checks = [r for r in rows if r.get("kind") == "check"]
+    print(f"checks: {len(checks) - len(bad)}/{len(checks)} passed")
+    for r in bad:
+        print(f"  FAIL {r['family']}/{r['label']} {r['case']}: {r.get('message', '')[:160]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("precompile")
+    p.add_argument("plan")
+    p.add_argument("worker", type=int)
+    p.add_argument("nworkers", type=int)
+    s = sub.add_parser("sweep")
+    s.add_argument("plan")
+    s.add_argument("--json", type=Path, required=True)
+    s.add_argument("--budget-s", type=float, default=240.0)
+    args = parser.parse_args()
+    if args.cmd == "precompile":
+        precompile(args.plan, args.worker, args.nworkers)
+    else:
+        sweep(args.plan, args.json, args.budget_s)
+
+
+if __name__ == "__main__":
+    main()
