@@ -15,12 +15,12 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 from rich.console import Console
 from rich.live import Live
 
-from kernels.families import FAMILIES
+import kernels.families as registry
 from population.errors import RunStoreError
 from population.rng import derived_rng
 from population.run import Run
@@ -94,7 +94,9 @@ def _check_device(config: RunConfig, gpus: int, interpret: bool) -> None:
             "to smoke/smoke-bench")
 
 
-def create_run(config: RunConfig) -> Run:
+def create_run(config: RunConfig, families: Mapping[str, Any] | None = None) -> Run:
+    """A new run directory with its store, the config, and the seed candidates queued."""
+    families = registry.FAMILIES if families is None else families
     run_dir = config.run_dir
     if run_dir.exists() and any(run_dir.iterdir()):
         raise DriverError(f"{run_dir} already exists; continue it with `qrsearch resume {run_dir}` "
@@ -102,7 +104,7 @@ def create_run(config: RunConfig) -> Run:
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / CONFIG_FILE).write_text(config.to_yaml(), encoding="utf-8")
     run = Run.create(run_dir, config.to_population_config(), config.model_dump_json())
-    seeds = seed_children(config, FAMILIES, derived_rng(config.seed, "seeds"))
+    seeds = seed_children(config, families, derived_rng(config.seed, "seeds"))
     run.add_candidates(seeds)
     return run
 
@@ -158,7 +160,7 @@ def execute(session: Session, address: str | None, console: Console, grace_s: fl
         else:
             log("LLM mutation is off (no llm.base_url/models configured): Optuna and crossover only")
         tuner = Tuner(run_dir / OPTUNA_FILE, config.optuna.sampler, config.seed, config.optuna.trials_per_structure)
-        loop = SearchLoop(config, run, pool, tuner, FAMILIES, llm=llm, log=log, max_evals=session.max_evals,
+        loop = SearchLoop(config, run, pool, tuner, registry.FAMILIES, llm=llm, log=log, max_evals=session.max_evals,
                           max_minutes=session.max_minutes)
         _record_session(run, address)
         stop_at: list[float] = []

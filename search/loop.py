@@ -21,7 +21,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from kernels.families import Family as KernelFamily
 from kernels.suites import get_suite
 from population.models import NewCandidate, Origin, State
 from population.rng import rng_state_to_json
@@ -29,7 +28,7 @@ from population.run import Run
 from search.config import RunConfig
 from search.llm import LLMError, LLMPool
 from search.pool import Completed, EvaluatorPool, Lost
-from search.proposer import NOTE_KEY, TRIAL_KEY, Child, LLMJob, Proposer, RejectedEdit
+from search.proposer import NOTE_KEY, TRIAL_KEY, Child, KernelFamily, LLMJob, Proposer, RejectedEdit
 from search.speedup import BASELINE_FAMILY, with_speedups
 from search.tuning import Tuner
 from search.worker import EvalRequest
@@ -101,7 +100,7 @@ class SearchLoop:
         pending.sort(key=lambda c: (c.family != BASELINE_FAMILY, c.created_at, c.id))
         self.queue.extend(c.id for c in pending)
         if pending:
-            self.log(f"queued {len(pending)} candidates left pending by an earlier session")
+            self.log(f"queued {len(pending)} pending candidates")
 
     # --- the step ------------------------------------------------------------------------
 
@@ -151,11 +150,12 @@ class SearchLoop:
     def _told(self, outcome) -> None:  # noqa: ANN001 - EvalOutcome
         result = with_speedups(outcome.result, self._baseline())
         trial = self.run.store.get_json(TRIAL_KEY.format(cid=outcome.candidate_id))
-        report = self.run.tell(outcome.candidate_id, outcome.state, reason=outcome.reason, result=result)
-        if report.already_recorded:
-            return
-        self.run.add_counters({"gpu_evaluations": 1, f"state/{outcome.state.value}": 1,
-                               "busy_seconds": outcome.busy_s})
+        with self.run.transaction():  # the outcome and the counters that count it commit together
+            report = self.run.tell(outcome.candidate_id, outcome.state, reason=outcome.reason, result=result)
+            if report.already_recorded:
+                return
+            self.run.add_counters({"gpu_evaluations": 1, f"state/{outcome.state.value}": 1,
+                                   "busy_seconds": outcome.busy_s})
         if trial:
             self.tuner.tell(trial["study"], trial["number"],
                             result.geomean_ms if outcome.state is State.VERIFIED else None)
@@ -260,7 +260,8 @@ class SearchLoop:
         mix = self.config.mutation
         if mix.llm + mix.crossover <= 0:
             return
-        while self.llm.free_slots > 0:
+        # Jobs count until collected, so an instant answer cannot start calls without end.
+        while self.llm.free_slots > 0 and len(self.llm_jobs) < self.llm.client.config.concurrency:
             families = self._families_in_order()
             if not families:
                 return
@@ -373,7 +374,9 @@ def seed_children(config: RunConfig, families: Mapping[str, KernelFamily], rng: 
         if fam.baseline:
             continue
         for island in range(spec.islands):
-            params = fam.default_params() if island == 0 else fam.space.sample(rng).as_params()
+            defaults = fam.default_params()
+            defaults = defaults.as_params() if hasattr(defaults, "as_params") else dict(defaults)
+            params = defaults if island == 0 else fam.space.sample(rng).as_params()
             source = fam.render(params)
             seeds.append(NewCandidate(family=spec.name, island=island, origin=Origin.SEED, source=source,
                                       params=params, fingerprint=structure_fingerprint(source)))

@@ -12,10 +12,9 @@ import random
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
-from kernels.families import Family as KernelFamily
-from kernels.params import ParamsError, read_params, render_params, structure_fingerprint
+from kernels.params import ParamSpace, ParamsError, read_params, render_params, structure_fingerprint
 from kernels.suites import get_suite
 from population.models import Candidate, NewCandidate, Origin, canonical_params, source_hash
 from population.run import Run
@@ -25,6 +24,21 @@ from search.llm import LLMPool, LLMReply
 from search.prompt import Attempt, Inspiration, ParentView, PromptContext, build_messages
 from search.speedup import BASELINE_FAMILY, with_speedups
 from search.tuning import Proposal, Tuner, TunerExhausted
+
+class KernelFamily(Protocol):
+    """What the search needs of a registered family (kernels.families.Family)."""
+
+    name: str
+    description: str
+    baseline: bool
+    space: type[ParamSpace]
+
+    def source(self) -> str: ...
+
+    def render(self, params: Any) -> str: ...
+
+    def default_params(self) -> Any: ...
+
 
 NOTE_KEY = "llm/note/{cid}"
 TRIAL_KEY = "optuna/trial/{cid}"
@@ -159,7 +173,7 @@ class Proposer:
         return self.run.store.get_result(champion.id) if champion else None
 
     def _view(self, candidate: Candidate) -> ParentView:
-        result = self.run.store.get_result(candidate.id)
+        result = self.run.store.evaluated_result(candidate.id)  # a migrant shows its original's result
         if result is not None:
             result = with_speedups(result, self.baseline_result())
         return ParentView(candidate_id=candidate.id, source=self.run.source(candidate), params=candidate.params,
@@ -185,7 +199,7 @@ class Proposer:
         for champ in self.run.inspiration(family):
             if champ.family == BASELINE_FAMILY:
                 continue
-            result = self.run.store.get_result(champ.id)
+            result = self.run.store.evaluated_result(champ.id)
             speed = with_speedups(result, baseline).speedup if result else None
             out.append(Inspiration(family=champ.family, candidate_id=champ.id, speedup=speed,
                                    source=self.run.source(champ)))

@@ -12,6 +12,7 @@ the run directory, so ``resume`` continues them and optuna-dashboard reads them
 from __future__ import annotations
 
 import logging
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -112,7 +113,16 @@ class Tuner:
         if self.trials_used(family, fingerprint) >= self.trials_per_structure:
             raise TunerExhausted(f"{study.study_name} used its {self.trials_per_structure} trials")
         seen = {_key(t.params) for t in trials if t.state != TrialState.FAIL or t.user_attrs.get(TRIAL_ATTR_CANDIDATE)}
+        repeats = 0
         for _ in range(max_invalid):
+            if repeats >= 8:
+                # The sampler keeps proposing evaluated points (small spaces, converged TPE):
+                # put an untried valid point in front of it instead of giving up.
+                fresh = self._unseen_point(space, seen, len(trials))
+                if fresh is None:
+                    break
+                study.enqueue_trial(fresh)
+                repeats = 0
             trial = study.ask(dists)
             params = dict(trial.params)
             try:
@@ -125,9 +135,21 @@ class Tuner:
             if key in seen:
                 # Already evaluated (or running): do not spend a GPU on it again.
                 study.tell(trial, state=TrialState.PRUNED)
+                repeats += 1
                 continue
             return Proposal(study=study.study_name, trial_number=trial.number, params=params, trial=trial)
-        raise TunerExhausted(f"{study.study_name}: no new valid point in {max_invalid} asks")
+        raise TunerExhausted(f"{study.study_name}: no new valid point found")
+
+    def _unseen_point(self, space: type[ParamSpace], seen: set[tuple], salt: int) -> dict[str, Any] | None:
+        rng = random.Random(self.seed * 7_919 + salt)
+        for _ in range(200):
+            try:
+                params = space.sample(rng).as_params()
+            except Exception:
+                return None
+            if _key(params) not in seen:
+                return params
+        return None
 
     def bind(self, proposal: Proposal, candidate_id: str) -> None:
         """Key the trial by the candidate that will be evaluated for it."""
