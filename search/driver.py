@@ -80,7 +80,7 @@ def _evaluators(config: RunConfig) -> tuple[int, bool]:
 
     seen = int(ray.cluster_resources().get("GPU", 0))
     gpus = seen if config.ray.gpus is None else min(config.ray.gpus, seen)
-    if config.evaluation.device == "cpu":
+    if config.evaluation.device == "cpu" and not config.ray.fake_gpus:
         gpus = 0
     return gpus, gpus == 0 or config.ray.fake_gpus > 0
 

@@ -1,0 +1,166 @@
+"""The Ray driver end to end on local Ray (CPU evaluators, declared fake GPUs, a
+multi-node test cluster), with real actors, child processes and the run store."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import ray
+
+from population.models import State
+from population.store import RunStore
+from search.config import BudgetConfig, RayConfig
+from search.driver import Session, create_run, execute, launch
+from search.tuning import Tuner
+from tests.search.toy_driver import install, toy_config
+
+ROOT = Path(__file__).parents[2]
+pytestmark = pytest.mark.slow
+
+
+def counts(run_dir):
+    with RunStore.open(run_dir, readonly=True) as store:
+        return int(store.counter("gpu_evaluations")), store.list_candidates(), store.check_consistency(deep=True)
+
+
+def test_cpu_evaluators_end_to_end(tmp_path):
+    install()
+    config = toy_config(tmp_path, budget=BudgetConfig(max_evals=6, max_minutes=5))
+    assert launch(config) == 0
+    evals, cands, problems = counts(config.run_dir)
+    assert evals == 6 and problems == []
+    assert sum(c.state is State.VERIFIED for c in cands) == 6
+    assert (config.run_dir / "optuna.journal").exists() and (config.run_dir / "config.yaml").exists()
+
+
+def test_one_actor_per_declared_gpu(tmp_path):
+    install()
+    config = toy_config(tmp_path, budget=BudgetConfig(max_evals=8, max_minutes=5),
+                        ray=RayConfig(fake_gpus=2, cpus_per_evaluator=0.5))
+    assert launch(config) == 0
+    with RunStore.open(config.run_dir, readonly=True) as store:
+        status = store.get_json("driver/status")
+        results = [store.get_result(c.id) for c in store.list_candidates()]
+    assert set(status["busy_fraction"]) == {"gpu0", "gpu1"}
+    assert all(r is not None for r in results)
+
+
+def _session(config, max_evals):
+    run = create_run(config)
+    return Session(config=config, run=run, run_dir=config.run_dir, max_evals=max_evals, max_minutes=5)
+
+
+def test_killed_evaluator_requeues_its_work_and_blames_nobody(tmp_path):
+    install(slow=True)
+    config = toy_config(tmp_path, budget=BudgetConfig(max_evals=5, max_minutes=5),
+                        ray=RayConfig(cpu_evaluators=1, cpus_per_evaluator=1.0))
+    session = _session(config, 5)
+    killed = []
+
+    import search.loop as loop_module
+    original = loop_module.SearchLoop.step
+
+    def step(self, timeout=0.2):
+        original(self, timeout)
+        if not killed and self.pool.inflight() and self.stats.evaluations >= 1:
+            time.sleep(1.0)  # mid-evaluation
+            pid = self.pool.actor_pids()["cpu0"]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(self.pool.inflight()[0])
+
+    loop_module.SearchLoop.step = step
+    try:
+        assert execute(session, None, _console()) == 0
+    finally:
+        loop_module.SearchLoop.step = original
+    evals, cands, problems = counts(config.run_dir)
+    assert killed and problems == []
+    victim = next(c for c in cands if c.id == killed[0])
+    assert victim.state is State.VERIFIED  # re-queued on the restarted actor, not blamed
+    assert evals == 5
+
+
+def test_removed_node_requeues_work(tmp_path):
+    from ray.cluster_utils import Cluster
+
+    install(slow=True)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    worker = cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    config = toy_config(tmp_path, budget=BudgetConfig(max_evals=4, max_minutes=5),
+                        ray=RayConfig(cpu_evaluators=2, cpus_per_evaluator=1.0))
+    session = _session(config, 4)
+    removed = []
+
+    import search.loop as loop_module
+    original = loop_module.SearchLoop.step
+
+    def step(self, timeout=0.2):
+        original(self, timeout)
+        if not removed and len(self.pool.inflight()) == 2:
+            time.sleep(1.0)
+            cluster.remove_node(worker)
+            removed.append(True)
+
+    loop_module.SearchLoop.step = step
+    try:
+        assert execute(session, cluster.address, _console()) == 0
+    finally:
+        loop_module.SearchLoop.step = original
+        ray.shutdown()
+        cluster.shutdown()
+    evals, cands, problems = counts(config.run_dir)
+    assert removed and problems == [] and evals == 4
+    assert not any(c.state is State.CRASHED for c in cands)
+
+
+def test_sigkill_driver_then_resume_continues(tmp_path):
+    run_dir = tmp_path / "killed"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "tests.search.toy_driver", str(run_dir), "launch", "40"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 240
+    done = 0
+    while time.monotonic() < deadline:
+        time.sleep(1)
+        if (run_dir / "run.sqlite").exists():
+            try:
+                done = counts(run_dir)[0]
+            except Exception:
+                continue
+            if done >= 3:
+                break
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    _reap_ray()
+    assert done >= 3
+    before, cands_before, problems = counts(run_dir)
+    assert problems == []
+    studies_before = Tuner(run_dir / "optuna.journal").trials_used("toy", cands_before[1].fingerprint)
+    result = subprocess.run([sys.executable, "-m", "tests.search.toy_driver", str(run_dir), "resume", "3"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    after, cands, problems = counts(run_dir)
+    assert problems == []
+    assert after == before + 3
+    assert len({c.id for c in cands}) == len(cands)
+    assert all(c.state.is_terminal or c.state is State.PENDING for c in cands)
+    assert Tuner(run_dir / "optuna.journal").trials_used("toy", cands[1].fingerprint) >= studies_before
+
+
+def _reap_ray():
+    # The killed driver's local Ray (raylet, GCS) may outlive it; `ray stop` sits beside our python.
+    subprocess.run([str(Path(sys.executable).parent / "ray"), "stop", "--force"], capture_output=True, timeout=60)
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(file=open(os.devnull, "w"))
