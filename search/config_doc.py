@@ -1,0 +1,54 @@
+"""Render docs/config.md from RunConfig itself, so the reference cannot drift from the code.
+
+    python -m search.config_doc > docs/config.md
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+
+from pydantic import BaseModel
+
+from search.config import RunConfig
+
+
+def _type_name(annotation: object) -> str:
+    text = str(annotation).replace("typing.", "")
+    for prefix in ("<class '", "'>"):
+        text = text.replace(prefix, "")
+    return text.replace("search.config.", "")
+
+
+def _section(model: type[BaseModel], prefix: str, lines: list[str]) -> None:
+    nested: list[tuple[str, type[BaseModel]]] = []
+    rows = []
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            nested.append((f"{prefix}{name}", annotation))
+            continue
+        default = field.get_default(call_default_factory=True)
+        if isinstance(default, list) and default and isinstance(default[0], BaseModel):
+            default = [d.model_dump(mode="json") for d in default]
+        rows.append(f"| `{prefix}{name}` | `{_type_name(annotation)}` | `{json.dumps(default, default=str)}` | "
+                    f"{field.description or ''} |")
+    if rows:
+        title = prefix.rstrip(".") or "top level"
+        doc = (model.__doc__ or "").strip().split("\n")[0]
+        lines += [f"## {title}", "", doc, "", "| field | type | default | meaning |", "|---|---|---|---|", *rows, ""]
+    for name, sub in nested:
+        _section(sub, f"{name}.", lines)
+
+
+def render() -> str:
+    lines = ["# Run configuration reference", "",
+             "Generated from `search/config.py` by `python -m search.config_doc`; a test keeps it current.",
+             "A run config is YAML; every key is optional; unknown keys are errors that name the field and the file.",
+             "Examples: `runs/smoke.yaml`, `runs/h200.yaml`, `runs/multi-gpu.yaml`.", ""]
+    _section(RunConfig, "", lines)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")

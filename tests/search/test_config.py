@@ -1,0 +1,62 @@
+from pathlib import Path
+
+import pytest
+
+from kernels.families import FAMILIES
+from search.config import ConfigError, RunConfig, default_config
+from search.config_doc import render
+
+ROOT = Path(__file__).parents[2]
+
+
+@pytest.mark.parametrize("name", ["smoke.yaml", "h200.yaml", "multi-gpu.yaml"])
+def test_example_configs_load(name):
+    config = RunConfig.from_yaml(ROOT / "runs" / name)
+    assert config.name == name.removesuffix(".yaml")
+    assert all(f.name in FAMILIES for f in config.families)
+
+
+def test_defaults_come_from_one_place():
+    assert RunConfig.from_yaml_text("{}") == RunConfig()
+    assert {f.name for f in RunConfig().families} == {n for n, f in FAMILIES.items() if not f.baseline}
+    cpu = default_config(cuda=False)
+    assert cpu.evaluation.device == "cpu" and cpu.evaluation.bench_suite == "smoke-bench"
+    assert default_config(cuda=True).evaluation.bench_suite == "qrv2-bench"
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("budget: {max_eval: 3}", "budget.max_eval: unknown field"),
+    ("evaluation: {bench_suite: nope}", "evaluation.bench_suite"),
+    ("families: [{name: not_a_family}]", "unknown families"),
+    ("name: 'has space'", "name"),
+    ("llm: {api_key_env: '1BAD'}", "llm.api_key_env"),
+    ("mutation: {llm: 0, optuna: 0, crossover: 0}", "at least one mutation weight"),
+    ("[1, 2]", "a mapping of fields"),
+    ("a: [", "not valid YAML"),
+])
+def test_bad_configs_name_the_field_and_the_file(tmp_path, text, needle):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        RunConfig.from_yaml(path)
+    assert str(path) in str(info.value) and needle in str(info.value)
+
+
+def test_missing_file():
+    with pytest.raises(ConfigError, match="cannot read"):
+        RunConfig.from_yaml("/nonexistent/run.yaml")
+
+
+def test_population_config_adds_the_reference_family():
+    pop = RunConfig().to_population_config()
+    names = [f.name for f in pop.families]
+    assert names[0] == "torch_geqrf" and len(names) == len(set(names))
+
+
+def test_yaml_round_trip():
+    config = RunConfig.from_yaml(ROOT / "runs" / "h200.yaml")
+    assert RunConfig.from_yaml_text(config.to_yaml()) == config
+
+
+def test_config_reference_is_current():
+    assert (ROOT / "docs" / "config.md").read_text() == render(), "run: python -m search.config_doc > docs/config.md"
