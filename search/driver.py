@@ -179,6 +179,7 @@ def execute(session: Session, address: str | None, console: Console, grace_s: fl
                 loop.run_until_done(on_tick=tick)
             except _Abandon:
                 loop.write_status("stopped")
+        _record_utilization(loop, pool, log)
         _summary(loop, console, run_dir)
         return 0
     except KeyboardInterrupt as exc:
@@ -206,6 +207,22 @@ def execute(session: Session, address: str | None, console: Console, grace_s: fl
 
 class _Abandon(Exception):
     pass
+
+
+def _record_utilization(loop: SearchLoop, pool: Any, log: Callable[[str], None]) -> None:
+    """Evaluator busy fraction (time with a candidate in flight) and, where NVML exists, the
+    GPU's own utilisation over the actor's life; both go to the store and the log."""
+    stats = pool.stats()
+    util = pool.utilization()
+    per_eval = loop.stats.driver_s / loop.stats.evaluations if loop.stats.evaluations else None
+    record = {"evaluator_busy": stats.busy_fraction, "gpu_utilization": util,
+              "driver_seconds_per_evaluation": per_eval, "evals_per_minute": loop.stats.evals_per_minute(),
+              "evaluations": loop.stats.evaluations}
+    loop.run.set_json("driver/utilization", record)
+    busy = ", ".join(f"{k} {100 * v:.0f}%" for k, v in stats.busy_fraction.items())
+    gpu = ", ".join(f"{k} {100 * v:.0f}%" for k, v in util.items() if v is not None) or "n/a (no NVML)"
+    log(f"evaluator busy: {busy}; GPU utilisation (NVML): {gpu}; driver overhead "
+        f"{'-' if per_eval is None else f'{1000 * per_eval:.1f} ms'}/evaluation")
 
 
 def _record_session(run: Run, address: str | None) -> None:
