@@ -38,6 +38,22 @@ def test_cpu_evaluators_end_to_end(tmp_path):
     assert sum(c.state is State.VERIFIED for c in cands) == 6
     assert (config.run_dir / "optuna.journal").exists() and (config.run_dir / "config.yaml").exists()
 
+    from search.cli_run import run_status
+
+    status = run_status(config.run_dir)
+    assert status["evaluations"] == 6 and status["state"] == "finished"
+    assert status["best"]["toy"]["speedup"] > 0 and status["baseline_geomean_ms"] > 0
+    assert set(status["busy_fraction"]) == {"cpu0"}
+    with RunStore.open(config.run_dir, readonly=True) as store:
+        assert status["best"]["toy"]["candidate"] == store.current_champion_ids()["toy"]
+        util = store.get_json("driver/utilization")
+    assert util["evaluations"] == 6 and util["driver_seconds_per_evaluation"] > 0
+    # A run directory is never overwritten.
+    from search.driver import DriverError
+
+    with pytest.raises(DriverError, match="already exists"):
+        launch(config)
+
 
 def test_one_actor_per_declared_gpu(tmp_path):
     install()
