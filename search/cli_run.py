@@ -53,6 +53,7 @@ def launch_command(
     llm_model: Optional[list[str]] = typer.Option(None, help="LLM model name (repeat for several)"),
     max_evals: Optional[int] = typer.Option(None, help="stop after this many evaluations"),
     max_minutes: Optional[float] = typer.Option(None, help="stop after this many minutes"),
+    gpus: Optional[int] = typer.Option(None, help="use at most this many GPUs (default: all Ray sees)"),
 ) -> None:
     """Start a search.  With no options: local Ray, every GPU present (or the CPU with the smoke
     suites), all families, a few minutes of budget, LLM mutation only if configured."""
@@ -68,7 +69,7 @@ def launch_command(
         models = [{"name": m} for m in llm_model] if llm_model else None
         config = _with_overrides(config, name=name, **{"llm.base_url": llm_base_url, "llm.models": models,
                                                        "budget.max_evals": max_evals,
-                                                       "budget.max_minutes": max_minutes})
+                                                       "budget.max_minutes": max_minutes, "ray.gpus": gpus})
     except ConfigError as exc:
         raise _fail(str(exc), 2)
     try:
