@@ -132,7 +132,10 @@ class SearchLoop:
                 on_tick()
             if self.stop_requested is None and not self.queue and not self.pool.inflight() \
                     and not self.llm_jobs and self._nothing_to_propose():
-                self.request_stop("nothing left to propose (every structure used its tuning budget)")
+                if not any(self.run.champion(f) for f in self.proposer.searchable_families()):
+                    self.request_stop("no verified candidate to build on (every seed failed; see `qrsearch status`)")
+                else:
+                    self.request_stop("nothing left to propose (every structure used its tuning budget)")
         self.write_status("finished")
 
     def request_stop(self, reason: str) -> None:
