@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from search.cli_eval import bench_command, verify_command
+from search.cli_inspect import champions_command, export_command, lineage_command, report_command, show_command
 from search.cli_run import launch_command, resume_command, status_command
 
 app = typer.Typer(
@@ -24,6 +25,11 @@ app.command("bench")(bench_command)
 app.command("launch")(launch_command)
 app.command("resume")(resume_command)
 app.command("status")(status_command)
+app.command("champions")(champions_command)
+app.command("lineage")(lineage_command)
+app.command("show")(show_command)
+app.command("report")(report_command)
+app.command("export")(export_command)
 
 
 def main(argv: Optional[list[str]] = None) -> None:
