@@ -49,9 +49,16 @@ class Variant:
     params: dict = field(default_factory=dict)
     shapes: list[str] = field(default_factory=list)  # keys of BENCH, timed
     checks: list[str] = field(default_factory=list)  # names of TESTS, verified only
+    # Ablations: source replacements that leave a stage out (the output is then
+    # wrong and only the time is of interest: "time where it takes").
+    patch: list[tuple[str, str]] = field(default_factory=list)
 
     def path(self) -> Path:
         source = (ROOT / "kernels" / "families" / f"{self.family}.py").read_text()
+        for old, new in self.patch:
+            if old not in source:
+                raise KeyError(f"{self.family}/{self.label}: patch target not found: {old[:60]!r}")
+            source = source.replace(old, new)
         params = read_params(source)
         unknown = set(self.params) - set(params)
         if unknown:
@@ -67,6 +74,8 @@ def _tests(*ns: int, kinds: tuple[str, ...] = ()) -> list[str]:
 HARD = ("band", "rowscale", "clustered", "rankdef", "nearrank", "mixed", "upper")
 X3 = {"prec_w": "tf32x3", "prec_t": "tf32x3", "prec_u": "tf32x3"}
 TF32 = {"prec_w": "tf32", "prec_t": "tf32", "prec_u": "tf32"}
+L16 = {"leaf": 16}
+COOP = {"stages": 2, "panel_programs": 32, "split_rows": 1024}
 MID = ["40x176", "40x352", "640x512", "60x1024"]
 BIG = ["60x1024", "8x2048", "2x4096"]
 
@@ -92,6 +101,69 @@ PLANS: dict[str, list[Variant]] = {
         Variant("lookahead_split", "bn128", {"bn": 128}, BIG),
         Variant("lookahead_split", "pe16k", {"panel_elems": 16384}, ["2x4096"]),
         Variant("lookahead_split", "w32", {"warps_bm_gt1024": 32}, ["8x2048", "2x4096"]),
+    ],
+    # Second run: blocked_wy v2 (leaves, T after the panel), lookahead_split v2
+    # (pipelined row loops, own row chunk for the panel program), and ablations
+    # that leave one stage out to show where the time goes.
+    "r2": [
+        Variant("householder_unblocked", "nojoin-w1", {"join_reduce": False, "warps_32": 1}, ["20x32"]),
+        Variant("householder_unblocked", "w1", {"warps_32": 1}, ["20x32"]),
+        Variant("blocked_wy", "v2", {}, ["40x176", "40x352", "640x512"]),
+        Variant("blocked_wy", "leaf16", L16, ["40x176", "40x352", "640x512", "60x1024"], _tests(512, kinds=HARD)),
+        Variant("blocked_wy", "leaf16-nojoin", {**L16, "join_reduce": False}, ["640x512"]),
+        Variant("blocked_wy", "leaf16-mr128", {**L16, "maxnreg_le512": 128, "maxnreg_le256": 128},
+                ["40x352", "640x512"]),
+        Variant("blocked_wy", "nb64-leaf16", {**L16, "nb_le512": 64}, ["640x512"]),
+        Variant("blocked_wy", "leaf16-bn64-s2", {**L16, "bn": 64, "stages": 2}, ["640x512"]),
+        Variant("blocked_wy", "leaf16-rb32-s3", {**L16, "rb": 32, "stages": 3}, ["640x512"]),
+        Variant("blocked_wy", "leaf16-w4", {**L16, "warps_le256": 4, "warps_le512": 4}, ["40x176", "40x352"]),
+        Variant("blocked_wy", "nb16", {**L16, "nb_le256": 16, "nb_le512": 16}, ["40x176", "40x352", "640x512"]),
+        Variant("blocked_wy", "leaf16-shrink2", {**L16, "shrink": 2}, ["640x512", "60x1024"]),
+        Variant("blocked_wy", "abl-no-update", L16, ["640x512"],
+                patch=[("    for j0 in range(k + NB, N, BN):", "    for j0 in range(N, N, BN):")]),
+        Variant("blocked_wy", "abl-no-panel", L16, ["640x512"],
+                patch=[("        for c in range(0, LEAF):\n            X, tau = _reflect(",
+                        "        for c in range(0, 0):\n            X, tau = _reflect(")]),
+        Variant("lookahead_split", "v2", {}, ["40x352", "640x512", *BIG]),
+        Variant("lookahead_split", "s2", {"stages": 2}, ["40x352", "640x512", *BIG], _tests(1024, 2048, kinds=HARD)),
+        Variant("lookahead_split", "s2-w8", {"stages": 2, "warps_bm_le256": 8}, ["640x512", "60x1024"]),
+        Variant("lookahead_split", "s3", {"stages": 3}, BIG),
+        Variant("lookahead_split", "s2-rbp128", {"stages": 2, "rb_panel": 128}, BIG),
+        Variant("lookahead_split", "s2-rbp256", {"stages": 2, "rb_panel": 256}, ["8x2048", "2x4096"]),
+        Variant("lookahead_split", "s2-nb32", {"stages": 2, "nb": 32}, ["640x512", *BIG]),
+        Variant("lookahead_split", "s2-nb32-rbp128", {"stages": 2, "nb": 32, "rb_panel": 128}, BIG),
+        Variant("lookahead_split", "s2-bn32", {"stages": 2, "bn": 32}, ["640x512", *BIG]),
+        Variant("lookahead_split", "s2-nojoin", {"stages": 2, "join_reduce": False}, ["60x1024", "2x4096"]),
+        Variant("lookahead_split", "abl-s2-no-update", {"stages": 2}, ["8x2048", "2x4096"],
+                patch=[("        tiles = triton.cdiv(n - k - nb, bn) if n - k > nb else 0", "        tiles = 0")]),
+    ],
+    # Third run: cooperative row-split panels for tall panels (lookahead_split),
+    # and larger GEMM tiles for the trailing updates (the ablations of r2 put
+    # ~75% of the 640×512 time there).
+    "r3": [
+        Variant("householder_unblocked", "w1", {"warps_32": 1}, ["20x32"]),
+        Variant("lookahead_split", "coop32", COOP, BIG, _tests(1024, 2048, 4096)),
+        Variant("lookahead_split", "coop16", {**COOP, "panel_programs": 16}, ["8x2048", "2x4096"]),
+        Variant("lookahead_split", "coop64", {**COOP, "panel_programs": 64}, ["2x4096"]),
+        Variant("lookahead_split", "coop32-sr512", {**COOP, "split_rows": 512}, BIG),
+        Variant("lookahead_split", "coop32-nb32", {**COOP, "nb": 32}, BIG, _tests(2048, kinds=HARD)),
+        Variant("lookahead_split", "coop32-bn128", {**COOP, "bn": 128}, BIG),
+        Variant("lookahead_split", "coop32-w8", {**COOP, "warps_split": 8}, ["8x2048", "2x4096"]),
+        Variant("lookahead_split", "abl-coop32-no-update", COOP, ["2x4096"],
+                patch=[("        tiles = triton.cdiv(n - k - nb, bn) if n - k > nb else 0", "        tiles = 0")]),
+        Variant("lookahead_split", "nb32-bn128", {"nb": 32, "bn": 128}, ["640x512", "60x1024", "40x352"]),
+        Variant("lookahead_split", "nb32-bn128-s3", {"nb": 32, "bn": 128, "stages": 3}, ["640x512", "60x1024"]),
+        Variant("lookahead_split", "nb32-bn128-w4", {"nb": 32, "bn": 128, "warps_bm_le1024": 4},
+                ["640x512", "60x1024"]),
+        Variant("lookahead_split", "s2", {"stages": 2}, ["40x352"]),
+        Variant("blocked_wy", "mr128-bn64", {**L16, "maxnreg_le512": 128, "bn": 64}, ["640x512", "40x352"]),
+        Variant("blocked_wy", "mr128-bn128", {**L16, "maxnreg_le512": 128, "bn": 128}, ["640x512"]),
+        Variant("blocked_wy", "bn128-rb32", {**L16, "bn": 128, "rb": 32}, ["640x512"]),
+        Variant("blocked_wy", "bn64-w4", {**L16, "bn": 64, "warps_le512": 4}, ["640x512"]),
+        Variant("blocked_wy", "bn64-s2", {**L16, "bn": 64, "stages": 2, "maxnreg_le512": 168}, ["640x512"]),
+        Variant("blocked_wy", "nb16-bn64", {**L16, "nb_le256": 16, "nb_le512": 16, "bn": 64},
+                ["40x176", "40x352", "640x512"]),
+        Variant("blocked_wy", "leaf32-bn64", {"bn": 64}, ["40x176", "40x352", "640x512"]),
     ],
 }
 
@@ -120,7 +192,7 @@ class Timer:
     def __init__(self) -> None:
         self.flush_buf = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda")
 
-    def time(self, fn, a: torch.Tensor, budget_ms: float = 1500.0, max_reps: int = 30) -> list[float]:
+    def time(self, fn, a: torch.Tensor, budget_ms: float = 600.0, max_reps: int = 20) -> list[float]:
         times: list[float] = []
         spent = 0.0
         while len(times) < max_reps and (len(times) < 3 or spent < budget_ms):
@@ -186,7 +258,8 @@ def sweep(plan: str, json_path: Path, budget_s: float) -> None:
                 torch.cuda.synchronize()
                 t_verify = time.time()
                 r = verify_qr(a, out)
-                row.update(ok=r.ok, factor=r.factor_scaled, orth=r.orth_scaled, verify_s=round(time.time() - t_verify, 2))
+                row.update(ok=r.ok or bool(v.patch), factor=r.factor_scaled, orth=r.orth_scaled,
+                           verify_s=round(time.time() - t_verify, 2), ablation=bool(v.patch))
                 del out
                 times = timer.time(kernel, a)
                 med = statistics.median(times)

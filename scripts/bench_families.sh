@@ -31,14 +31,14 @@ stamp "env done"
 
 pids=()
 if [ "$PLAN" != "none" ]; then
-  for w in 0 1 2 3 4 5 6 7; do
-    python3 scripts/bench_families.py precompile "$PLAN" $w 8 >> "$OUT/precompile.log" 2>&1 &
+  for w in 0 1 2 3 4 5 6 7 8 9 10 11; do
+    python3 scripts/bench_families.py precompile "$PLAN" $w 12 >> "$OUT/precompile.log" 2>&1 &
     pids+=($!)
   done
 fi
 if want verify; then
   for f in $FAMILIES; do
-    timeout 240 python3 -m search verify "kernels/families/$f.py" --suite qrv2-tests > "$OUT/verify_$f.txt" 2>&1 &
+    timeout 120 python3 -m search verify "kernels/families/$f.py" --suite qrv2-tests > "$OUT/verify_$f.txt" 2>&1 &
     pids+=($!)
   done
 fi
@@ -64,7 +64,7 @@ fi
 if want bench; then
   files=""
   for f in $FAMILIES; do files="$files kernels/families/$f.py"; done
-  timeout 400 python3 -m search bench $files --suite qrv2-bench \
+  timeout 200 python3 -m search bench $files --suite qrv2-bench \
     --baseline-json docs/device-runs/baseline-qrv2-bench.json --json "$OUT/bench.json" > "$OUT/bench.txt" 2>&1
   stamp "bench done"
 fi

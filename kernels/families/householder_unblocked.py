@@ -23,8 +23,9 @@ import triton.language as tl
 # qrsearch: params
 PARAMS = {
     'max_n': 128,
+    'join_reduce': True,
     'warps_16': 1,
-    'warps_32': 2,
+    'warps_32': 1,
     'warps_64': 4,
     'warps_128': 8,
     'warps_256': 16,
@@ -33,23 +34,27 @@ PARAMS = {
 
 
 @triton.jit
-def _reflect(P, rows, cols, c):
-    """Annihilate column c of the tile below row c; return the tile and tau.
+def _reflect(P, rows, cols, cr, cc, JOIN: tl.constexpr):
+    """Annihilate tile column cc below tile row cr (its diagonal element).
 
-    ``rows``/``cols`` index the tile; its diagonal element of column c is at
-    (c, c).  Columns < c and rows < c are left untouched.
+    One cross-warp reduction gives s = x_tailᵀP and p = P[cr, :] (stacked with
+    tl.join when JOIN, else two sums); then w = vᵀP = p + s/(alpha - beta).
+    Returns the tile and tau; columns < cc and rows < cr are left untouched.
     """
-    x = tl.sum(tl.where(cols[None, :] == c, P, 0.0), axis=1)  # column c
-    xt = tl.where(rows > c, x, 0.0)  # its tail
-    # one reduction for both sums: stack them on a trailing axis of size 2
-    sp = tl.sum(tl.join(xt[:, None] * P, tl.where(rows[:, None] == c, P, 0.0)), axis=0)
-    s, p = tl.split(sp)
-    alpha = tl.sum(tl.where(cols == c, p, 0.0), axis=0)
-    tail2 = tl.sum(tl.where(cols == c, s, 0.0), axis=0)
+    x = tl.sum(tl.where(cols[None, :] == cc, P, 0.0), axis=1)
+    xt = tl.where(rows > cr, x, 0.0)
+    if JOIN:
+        sp = tl.sum(tl.join(xt[:, None] * P, tl.where(rows[:, None] == cr, P, 0.0)), axis=0)
+        s, p = tl.split(sp)
+    else:
+        s = tl.sum(xt[:, None] * P, axis=0)
+        p = tl.sum(tl.where(rows[:, None] == cr, P, 0.0), axis=0)
+    alpha = tl.sum(tl.where(cols == cc, p, 0.0), axis=0)
+    tail2 = tl.sum(tl.where(cols == cc, s, 0.0), axis=0)
     nrm = tl.sqrt(alpha * alpha + tail2)
     has = tail2 > 0.0
     if (tail2 < 1e-30) | (tail2 > 1e30) | (tl.abs(alpha) > 1e15):
-        # rare: the squares under- or overflow (or the tail is exactly zero)
+        # rare: squares under- or overflow, or the tail is exactly zero
         amax = tl.max(tl.abs(xt), axis=0)
         scale = tl.where(amax > 0.0, 1.0 / tl.where(amax > 0.0, amax, 1.0), 0.0)
         t2 = tl.sum((xt * scale) * (xt * scale), axis=0)
@@ -57,20 +62,20 @@ def _reflect(P, rows, cols, c):
         nrm = tl.where(amax > 0.0, amax * tl.sqrt(a_s * a_s + t2), tl.abs(alpha))
         has = amax > 0.0
     beta = tl.where(alpha >= 0.0, -nrm, nrm)
-    beta_safe = tl.where(has, beta, 1.0)
-    tau = tl.where(has, (beta - alpha) / beta_safe, 0.0)
+    tau = tl.where(has, (beta - alpha) / tl.where(has, beta, 1.0), 0.0)
     inv = tl.where(has, 1.0 / tl.where(has, alpha - beta, 1.0), 0.0)
-    w = p + s * inv  # vᵀP
-    wu = tl.where(cols > c, w, 0.0) * tau
-    v = tl.where(rows > c, x * inv, 0.0) + tl.where(rows == c, 1.0, 0.0)
+    w = p + s * inv
+    wu = tl.where(cols > cc, w, 0.0) * tau
+    v = tl.where(rows > cr, x * inv, 0.0) + tl.where(rows == cr, 1.0, 0.0)
     P = P - v[:, None] * wu[None, :]
-    newcol = tl.where(rows == c, tl.where(has, beta, alpha), tl.where(rows > c, tl.where(has, x * inv, x), x))
-    P = tl.where(cols[None, :] == c, newcol[:, None], P)
-    return P, tau, w
+    newcol = tl.where(rows == cr, tl.where(has, beta, alpha), tl.where(rows > cr, tl.where(has, x * inv, x), x))
+    P = tl.where(cols[None, :] == cc, newcol[:, None], P)
+    return P, tau
 
 
 @triton.jit
-def _qr_tile_kernel(A, H, TAU, sab, sar, sac, shb, shr, shc, stb, n: tl.constexpr, NP: tl.constexpr):
+def _qr_tile_kernel(A, H, TAU, sab, sar, sac, shb, shr, shc, stb, n: tl.constexpr, NP: tl.constexpr,
+                    JOIN: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     rows = tl.arange(0, NP)
     cols = tl.arange(0, NP)
@@ -78,7 +83,7 @@ def _qr_tile_kernel(A, H, TAU, sab, sar, sac, shb, shr, shc, stb, n: tl.constexp
     P = tl.load(A + pid * sab + rows[:, None] * sar + cols[None, :] * sac, mask=mask, other=0.0)
     taus = tl.zeros([NP], dtype=tl.float32)
     for c in range(0, n):
-        P, tau, w = _reflect(P, rows, cols, c)
+        P, tau = _reflect(P, rows, cols, c, c, JOIN)
         taus = tl.where(cols == c, tau, taus)
     tl.store(H + pid * shb + rows[:, None] * shr + cols[None, :] * shc, P, mask=mask)
     tl.store(TAU + pid * stb + cols, taus, mask=cols < n)
@@ -98,6 +103,6 @@ def custom_kernel(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     warps = PARAMS["warps_%d" % np2]
     _qr_tile_kernel[(batch,)](
         A, H, tau, A.stride(0), A.stride(1), A.stride(2), H.stride(0), H.stride(1), H.stride(2),
-        tau.stride(0), n=n, NP=np2, num_warps=warps,
+        tau.stride(0), n=n, NP=np2, JOIN=PARAMS["join_reduce"], num_warps=warps,
     )
     return H, tau

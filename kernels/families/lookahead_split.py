@@ -2,22 +2,26 @@
 per NB-column panel, the trailing update split over many programs and the
 next panel factored while the rest of the matrix is being updated.
 
-Launch j runs batch × (1 + tiles) programs.  Program 0 of each matrix applies
-the previous panel's compact-WY reflector to panel j's columns, then factors
-panel j (rows k..n held in registers as [BM, SB] sub-panels; later
-sub-panels first get this panel's earlier reflectors applied one at a time,
-left-looking, so that tall panels fit), then builds T from G = VᵀV (LAPACK
-slarft recurrence, tau = 0 safe).  Every other program applies the previous
-panel's reflector C -= V·(Tᵀ·(VᵀC)) to one BN-column tile of the columns
-right of panel j (three tl.dot GEMMs, precision a parameter each).  So the
-serial panel work overlaps the parallel update (look-ahead of depth one) and
-all SMs work even for a batch of 2.  Panels use LAPACK slarfg conventions with
-one fused reduction per column and rescaled norms when squares under- or
-overflow.
+Launch j runs batch × (P + tiles) programs.  Programs 0..P-1 of each matrix
+apply the previous panel's compact-WY reflector to panel j's columns, factor
+panel j and build T from G = VᵀV (LAPACK slarft recurrence, tau = 0 safe).
+With P = 1 one program holds the panel (rows k..n as [BM, SB] register
+sub-panels, later sub-panels left-looking).  For tall panels (more than
+split_rows rows) P programs split the panel's rows and cooperate through a
+flag barrier in global memory (one barrier per column: partial s = x_tailᵀX,
+pivot row and scaled partial norms are summed by everyone), so a 4096-row
+column costs a barrier instead of one SM's sweep over 4096 rows; P·batch never
+exceeds the SM count, so all cooperating programs are resident.  Every other
+program applies the previous panel's reflector C -= V·(Tᵀ·(VᵀC)) to one
+BN-column tile right of panel j (three tl.dot GEMMs, precision a parameter
+each).  The serial panel work overlaps the parallel update (look-ahead of
+depth one).  Panels use LAPACK slarfg conventions with one fused reduction
+per column and norms that neither under- nor overflow.
 
-Meant for n of 1024 and above with small batches (8×2048, 2×4096); correct
-for every n.  On CPU the Triton kernels run under TRITON_INTERPRET=1;
-otherwise torch.geqrf.
+Meant for n of 352 and above, best where batches are small (60×1024, 8×2048,
+2×4096); correct for every n.  On CPU the Triton kernels run under
+TRITON_INTERPRET=1 (one program per panel there: the interpreter runs
+programs one after the other); otherwise torch.geqrf.
 """
 
 import os
@@ -28,9 +32,19 @@ import triton.language as tl
 
 # qrsearch: params
 PARAMS = {
-    'nb': 16,
-    'bn': 64,
+    'nb': 32,
+    'bn': 128,
+    'bn_coop': 64,
     'rb': 64,
+    'rb_panel': 64,
+    'stages': 3,
+    'stages_coop': 2,
+    'join_reduce': True,
+    'panel_programs': 32,
+    'split_rows': 1024,
+    'warps_split': 4,
+    'warps_n_le512': 4,
+    'stages_n_le512': 1,
     'panel_elems': 32768,
     'bm_min': 64,
     'warps_bm_le256': 4,
@@ -45,20 +59,27 @@ PARAMS = {
 
 
 @triton.jit
-def _reflect(P, rows, cols, cr, cc):
+def _reflect(P, rows, cols, cr, cc, JOIN: tl.constexpr):
     """Annihilate tile column cc below tile row cr (its diagonal element).
 
+    One cross-warp reduction gives s = x_tailᵀP and p = P[cr, :] (stacked with
+    tl.join when JOIN, else two sums); then w = vᵀP = p + s/(alpha - beta).
     Returns the tile and tau; columns < cc and rows < cr are left untouched.
     """
     x = tl.sum(tl.where(cols[None, :] == cc, P, 0.0), axis=1)
     xt = tl.where(rows > cr, x, 0.0)
-    sp = tl.sum(tl.join(xt[:, None] * P, tl.where(rows[:, None] == cr, P, 0.0)), axis=0)
-    s, p = tl.split(sp)
+    if JOIN:
+        sp = tl.sum(tl.join(xt[:, None] * P, tl.where(rows[:, None] == cr, P, 0.0)), axis=0)
+        s, p = tl.split(sp)
+    else:
+        s = tl.sum(xt[:, None] * P, axis=0)
+        p = tl.sum(tl.where(rows[:, None] == cr, P, 0.0), axis=0)
     alpha = tl.sum(tl.where(cols == cc, p, 0.0), axis=0)
     tail2 = tl.sum(tl.where(cols == cc, s, 0.0), axis=0)
     nrm = tl.sqrt(alpha * alpha + tail2)
     has = tail2 > 0.0
     if (tail2 < 1e-30) | (tail2 > 1e30) | (tl.abs(alpha) > 1e15):
+        # rare: squares under- or overflow, or the tail is exactly zero
         amax = tl.max(tl.abs(xt), axis=0)
         scale = tl.where(amax > 0.0, 1.0 / tl.where(amax > 0.0, amax, 1.0), 0.0)
         t2 = tl.sum((xt * scale) * (xt * scale), axis=0)
@@ -88,35 +109,32 @@ def _load_v(h, kp, r0, shr, shc, N, NB: tl.constexpr, RB: tl.constexpr):
 
 
 @triton.jit
-def _apply_wy(h, tw, kp, c0, shr, shc, N, NB: tl.constexpr, RB: tl.constexpr,
-              WIDTH: tl.constexpr, PREC_W: tl.constexpr, PREC_T: tl.constexpr, PREC_U: tl.constexpr):
+def _apply_wy(h, tw, kp, c0, shr, shc, N, NB: tl.constexpr, RB: tl.constexpr, WIDTH: tl.constexpr,
+              STAGES: tl.constexpr, PREC_W: tl.constexpr, PREC_T: tl.constexpr, PREC_U: tl.constexpr):
     """Columns c0..c0+WIDTH, rows kp..N  <-  (I - V T Vᵀ)ᵀ times themselves (panel at kp)."""
     cc = c0 + tl.arange(0, WIDTH)
     ti = tl.arange(0, NB)
     T = tl.load(tw + ti[:, None] * NB + ti[None, :])
     W = tl.zeros([NB, WIDTH], dtype=tl.float32)
-    r0 = kp
-    while r0 < N:
+    for r0 in tl.range(kp, N, RB, num_stages=STAGES):
         rr = r0 + tl.arange(0, RB)
         V = _load_v(h, kp, r0, shr, shc, N, NB, RB)
         C = tl.load(h + rr[:, None] * shr + cc[None, :] * shc, mask=(rr[:, None] < N) & (cc[None, :] < N), other=0.0)
         W = tl.dot(tl.trans(V), C, W, input_precision=PREC_W)
-        r0 += RB
     W2 = tl.dot(tl.trans(T), W, input_precision=PREC_T)
-    r0 = kp
-    while r0 < N:
+    for r0 in tl.range(kp, N, RB, num_stages=STAGES):
         rr = r0 + tl.arange(0, RB)
         V = _load_v(h, kp, r0, shr, shc, N, NB, RB)
         cm = (rr[:, None] < N) & (cc[None, :] < N)
         C = tl.load(h + rr[:, None] * shr + cc[None, :] * shc, mask=cm, other=0.0)
         C = C - tl.dot(V, W2, input_precision=PREC_U)
         tl.store(h + rr[:, None] * shr + cc[None, :] * shc, C, mask=cm)
-        r0 += RB
 
 
 @triton.jit
-def _factor_panel(src, h, tau_ptr, tw, k, ssr, ssc, shr, shc, N, BM: tl.constexpr,
-                  NB: tl.constexpr, SB: tl.constexpr, RB: tl.constexpr, PREC_G: tl.constexpr):
+def _factor_panel(src, h, tau_ptr, tw, k, ssr, ssc, shr, shc, N, BM: tl.constexpr, NB: tl.constexpr,
+                  SB: tl.constexpr, RB: tl.constexpr, STAGES: tl.constexpr, JOIN: tl.constexpr,
+                  PREC_G: tl.constexpr):
     """Factor columns k..k+NB (rows k..N) in H, write tau and T (NB×NB) to tw."""
     rows = tl.arange(0, BM)
     cols = tl.arange(0, SB)
@@ -134,7 +152,7 @@ def _factor_panel(src, h, tau_ptr, tw, k, ssr, ssc, shr, shc, N, BM: tl.constexp
             X = X - (ti * v)[:, None] * wv[None, :]
         taus = tl.zeros([SB], dtype=tl.float32)
         for c in range(0, SB):
-            X, tau = _reflect(X, rows, cols, s * SB + c, c)
+            X, tau = _reflect(X, rows, cols, s * SB + c, c, JOIN)
             taus = tl.where(cols == c, tau, taus)
         tl.store(h + (k + rows)[:, None] * shr + (c0 + cols)[None, :] * shc, X, mask=m2)
         tl.store(tau_ptr + c0 + cols, taus, mask=(c0 + cols) < N)
@@ -142,11 +160,9 @@ def _factor_panel(src, h, tau_ptr, tw, k, ssr, ssc, shr, shc, N, BM: tl.constexp
     # T from G = VᵀV:  T[:c, c] = -tau_c T[:c, :c] G[:c, c],  T[c, c] = tau_c
     ti = tl.arange(0, NB)
     G = tl.zeros([NB, NB], dtype=tl.float32)
-    r0 = k
-    while r0 < N:
+    for r0 in tl.range(k, N, RB, num_stages=STAGES):
         V = _load_v(h, k, r0, shr, shc, N, NB, RB)
         G = tl.dot(tl.trans(V), V, G, input_precision=PREC_G)
-        r0 += RB
     tv = tl.load(tau_ptr + k + ti, mask=(k + ti) < N, other=0.0)
     T = tl.zeros([NB, NB], dtype=tl.float32)
     for c in range(0, NB):
@@ -160,41 +176,199 @@ def _factor_panel(src, h, tau_ptr, tw, k, ssr, ssc, shr, shc, N, BM: tl.constexp
 
 
 @triton.jit
-def _lookahead_kernel(A, H, TAU, TW, k, N, sab, sar, sac, shb, shr, shc, stb,
-                      BM: tl.constexpr, NB: tl.constexpr, SB: tl.constexpr,
-                      RB: tl.constexpr, BN: tl.constexpr, FIRST: tl.constexpr,
+def _sync(flags, me, epoch, alive, P: tl.constexpr, WAIT, MAXSPIN: tl.constexpr):
+    """Barrier of the P panel programs of one matrix: publish ``epoch`` in my
+    flag, then (if WAIT) spin until every flag has reached it.  Flags only grow,
+    so the barrier needs no reset.  A barrier that spins MAXSPIN times gives up
+    and clears ``alive`` (the output is then wrong, and fails verification,
+    instead of hanging); later barriers of a dead program do not wait."""
+    tl.debug_barrier()  # this program's partial sums are written
+    tl.atomic_max(flags + me, epoch, sem="release", scope="gpu")
+    if WAIT:
+        ar = tl.arange(0, P)
+        seen = tl.min(tl.load(flags + ar, volatile=True), axis=0)
+        spins = 0
+        while (seen < epoch) & (spins < MAXSPIN) & (alive > 0):
+            seen = tl.min(tl.load(flags + ar, volatile=True), axis=0)
+            spins += 1
+        alive = tl.where(seen >= epoch, alive, 0)
+        tl.atomic_add(flags + me, 0, sem="acquire", scope="gpu")
+        tl.debug_barrier()
+    return alive
+
+
+@triton.jit
+def _coop_panel(src, h, tau_ptr, tw_old, tw_new, flags, part, partw, me, k, N, ssr, ssc, shr, shc, e0,
+                NB: tl.constexpr, P: tl.constexpr, R: tl.constexpr, PW: tl.constexpr, FIRST: tl.constexpr,
+                PREC_W: tl.constexpr, PREC_T: tl.constexpr, PREC_U: tl.constexpr, PREC_G: tl.constexpr,
+                MAXSPIN: tl.constexpr):
+    """Panel at column k split by rows over P cooperating programs (me = 0..P-1).
+
+    Program ``me`` holds rows base + me*R .. +R (base = k - NB, or 0 at the
+    first panel) of the panel's NB columns in registers.  It applies the
+    previous panel's reflector (one barrier to sum W = VᵀC), then factors the
+    NB columns with one barrier per column: each program publishes s = x_tailᵀX,
+    the pivot row p, and (max|x|, Σ(x/max)²) of its rows; after the barrier all
+    programs sum them (the norm is combined from scaled partial sums, so it
+    neither under- nor overflows) and update their own rows.  Finally G = VᵀV
+    is summed by program 0, which writes T.  Epochs e0+1 .. e0+NB+2.
+    """
+    cols = tl.arange(0, NB)
+    pr = tl.arange(0, P)
+    if FIRST:
+        grow = me * R + tl.arange(0, R)
+    else:
+        grow = k - NB + me * R + tl.arange(0, R)
+    rmask = (grow >= 0) & (grow < N)
+    m2 = rmask[:, None] & ((k + cols)[None, :] < N)
+    X = tl.load(src + grow[:, None] * ssr + (k + cols)[None, :] * ssc, mask=m2, other=0.0)
+    alive = 1
+    if not FIRST:
+        # previous panel (columns k-NB..k): X -= V (Tᵀ (Vᵀ C)), VᵀC summed over the P programs
+        kp = k - NB
+        V = tl.load(h + grow[:, None] * shr + (kp + cols)[None, :] * shc,
+                    mask=rmask[:, None] & (grow[:, None] > (kp + cols)[None, :]), other=0.0)
+        V = tl.where(grow[:, None] == (kp + cols)[None, :], 1.0, V)
+        Wp = tl.dot(tl.trans(V), X, input_precision=PREC_W)
+        tl.store(partw + me * NB * NB + cols[:, None] * NB + cols[None, :], Wp)
+        alive = _sync(flags, me, e0 + 1, alive, P, True, MAXSPIN)
+        W = tl.zeros([NB, NB], dtype=tl.float32)
+        for q in range(0, P):
+            W += tl.load(partw + q * NB * NB + cols[:, None] * NB + cols[None, :], volatile=True)
+        T = tl.load(tw_old + cols[:, None] * NB + cols[None, :])
+        W2 = tl.dot(tl.trans(T), W, input_precision=PREC_T)
+        X = X - tl.dot(V, W2, input_precision=PREC_U)
+    taus = tl.zeros([NB], dtype=tl.float32)
+    for c in range(0, NB):
+        dr = k + c
+        x = tl.sum(tl.where(cols[None, :] == c, X, 0.0), axis=1)
+        xt = tl.where(grow > dr, x, 0.0)
+        s_t = tl.sum(xt[:, None] * X, axis=0)
+        p_t = tl.sum(tl.where(grow[:, None] == dr, X, 0.0), axis=0)
+        am = tl.max(tl.abs(xt), axis=0)
+        sc = tl.where(am > 0.0, 1.0 / tl.where(am > 0.0, am, 1.0), 0.0)
+        q_t = tl.sum((xt * sc) * (xt * sc), axis=0)
+        slot = part + ((c % 2) * P + me) * PW
+        tl.store(slot + cols, s_t)
+        tl.store(slot + NB + cols, p_t)
+        tl.store(slot + 2 * NB, am)
+        tl.store(slot + 2 * NB + 1, q_t)
+        alive = _sync(flags, me, e0 + 2 + c, alive, P, True, MAXSPIN)
+        base = part + (c % 2) * P * PW
+        s = tl.sum(tl.load(base + pr[:, None] * PW + cols[None, :], volatile=True), axis=0)
+        p = tl.sum(tl.load(base + pr[:, None] * PW + NB + cols[None, :], volatile=True), axis=0)
+        AM = tl.load(base + pr * PW + 2 * NB, volatile=True)
+        Q = tl.load(base + pr * PW + 2 * NB + 1, volatile=True)
+        scale = tl.max(AM, axis=0)
+        ratio = AM / tl.where(scale > 0.0, scale, 1.0)
+        qq = tl.sum(Q * ratio * ratio, axis=0)  # tail² / scale²
+        alpha = tl.sum(tl.where(cols == c, p, 0.0), axis=0)
+        has = scale > 0.0
+        big = tl.maximum(tl.abs(alpha), scale)
+        bs = tl.where(big > 0.0, big, 1.0)
+        nrm = big * tl.sqrt((alpha / bs) * (alpha / bs) + qq * (scale / bs) * (scale / bs))
+        beta = tl.where(alpha >= 0.0, -nrm, nrm)
+        tau = tl.where(has, (beta - alpha) / tl.where(has, beta, 1.0), 0.0)
+        inv = tl.where(has, 1.0 / tl.where(has, alpha - beta, 1.0), 0.0)
+        w = p + s * inv
+        wu = tl.where(cols > c, w, 0.0) * tau
+        v = tl.where(grow > dr, x * inv, 0.0) + tl.where(grow == dr, 1.0, 0.0)
+        X = X - v[:, None] * wu[None, :]
+        newcol = tl.where(grow == dr, tl.where(has, beta, alpha), tl.where(grow > dr, tl.where(has, x * inv, x), x))
+        X = tl.where(cols[None, :] == c, newcol[:, None], X)
+        taus = tl.where(cols == c, tau, taus)
+    tl.store(h + grow[:, None] * shr + (k + cols)[None, :] * shc, X, mask=m2)
+    if me == 0:
+        tl.store(tau_ptr + k + cols, taus, mask=(k + cols) < N)
+    # G = VᵀV summed over the programs; program 0 builds T
+    Vl = tl.where(grow[:, None] > (k + cols)[None, :], X, 0.0)
+    Vl = tl.where((grow[:, None] == (k + cols)[None, :]) & rmask[:, None], 1.0, Vl)
+    Gp = tl.dot(tl.trans(Vl), Vl, input_precision=PREC_G)
+    tl.store(partw + me * NB * NB + cols[:, None] * NB + cols[None, :], Gp)
+    alive = _sync(flags, me, e0 + NB + 2, alive, P, me == 0, MAXSPIN)
+    if me == 0:
+        G = tl.zeros([NB, NB], dtype=tl.float32)
+        for q in range(0, P):
+            G += tl.load(partw + q * NB * NB + cols[:, None] * NB + cols[None, :], volatile=True)
+        tv = tl.where((k + cols) < N, taus, 0.0)
+        T = tl.zeros([NB, NB], dtype=tl.float32)
+        for c in range(0, NB):
+            g = tl.sum(tl.where(cols[None, :] == c, G, 0.0), axis=1)
+            g = tl.where(cols < c, g, 0.0)
+            tc = tl.sum(tl.where(cols == c, tv, 0.0), axis=0)
+            tcol = -tc * tl.sum(T * g[None, :], axis=1)
+            tcol = tl.where(cols == c, tc, tcol)
+            T = tl.where(cols[None, :] == c, tcol[:, None], T)
+        tl.store(tw_new + cols[:, None] * NB + cols[None, :], T)
+
+
+@triton.jit
+def _step(a, h, tp, tw_new, tw_old, t, k, N, sar, sac, shr, shc, flags, part, partw, e0,
+          BM: tl.constexpr, NB: tl.constexpr, SB: tl.constexpr, RB: tl.constexpr, RBP: tl.constexpr,
+          BN: tl.constexpr, FIRST: tl.constexpr, STAGES: tl.constexpr, JOIN: tl.constexpr,
+          SPLIT: tl.constexpr, P: tl.constexpr, R: tl.constexpr, PW: tl.constexpr, MAXSPIN: tl.constexpr,
+          PREC_W: tl.constexpr, PREC_T: tl.constexpr, PREC_U: tl.constexpr, PREC_G: tl.constexpr):
+    # k and N arrive as arguments (never assigned here): the interpreter turns
+    # assigned ints into tensors, which cannot bound a loop.
+    if SPLIT:
+        if t < P:
+            if FIRST:
+                _coop_panel(a, h, tp, tw_old, tw_new, flags, part, partw, t, k, N, sar, sac, shr, shc, e0,
+                            NB, P, R, PW, FIRST, PREC_W, PREC_T, PREC_U, PREC_G, MAXSPIN)
+            else:
+                _coop_panel(h, h, tp, tw_old, tw_new, flags, part, partw, t, k, N, shr, shc, shr, shc, e0,
+                            NB, P, R, PW, FIRST, PREC_W, PREC_T, PREC_U, PREC_G, MAXSPIN)
+    else:
+        if t == 0:
+            if FIRST:
+                _factor_panel(a, h, tp, tw_new, k, sar, sac, shr, shc, N, BM, NB, SB, RBP, STAGES, JOIN, PREC_G)
+            else:
+                _apply_wy(h, tw_old, k - NB, k, shr, shc, N, NB, RBP, NB, STAGES, PREC_W, PREC_T, PREC_U)
+                tl.debug_barrier()
+                _factor_panel(h, h, tp, tw_new, k, shr, shc, shr, shc, N, BM, NB, SB, RBP, STAGES, JOIN, PREC_G)
+    if t >= P:
+        c0 = k + NB + (t - P) * BN
+        if FIRST:
+            cc = c0 + tl.arange(0, BN)
+            for r0 in tl.range(0, N, RB, num_stages=STAGES):
+                rr = r0 + tl.arange(0, RB)
+                cm = (rr[:, None] < N) & (cc[None, :] < N)
+                C = tl.load(a + rr[:, None] * sar + cc[None, :] * sac, mask=cm, other=0.0)
+                tl.store(h + rr[:, None] * shr + cc[None, :] * shc, C, mask=cm)
+        else:
+            _apply_wy(h, tw_old, k - NB, c0, shr, shc, N, NB, RB, BN, STAGES, PREC_W, PREC_T, PREC_U)
+
+
+@triton.jit
+def _lookahead_kernel(A, H, TAU, TW, FLAGS, PART, PARTW, k_rt, n_rt, e0, sab, sar, sac, shb, shr, shc, stb,
+                      K_CONST: tl.constexpr, N_CONST: tl.constexpr, BM: tl.constexpr, NB: tl.constexpr,
+                      SB: tl.constexpr, RB: tl.constexpr, RBP: tl.constexpr, BN: tl.constexpr,
+                      FIRST: tl.constexpr, STAGES: tl.constexpr, JOIN: tl.constexpr, SPLIT: tl.constexpr,
+                      P: tl.constexpr, R: tl.constexpr, PW: tl.constexpr, MAXSPIN: tl.constexpr,
                       PREC_W: tl.constexpr, PREC_T: tl.constexpr, PREC_U: tl.constexpr, PREC_G: tl.constexpr):
-    """Step for the panel at column k: factor it (program 0) after applying the
-    previous panel's reflector to it; apply that reflector to one tile of the
-    columns right of it (programs 1..)."""
+    """Step for the panel at column k.  Programs 0..P-1 of a matrix factor the
+    panel (P = 1: one program; SPLIT: P programs splitting its rows) after
+    applying the previous panel's reflector to it; programs P.. apply that
+    reflector to one BN-column tile each of the columns right of it.
+    K_CONST/N_CONST >= 0 (interpreter only) pass k and n as constants; on the
+    GPU they are -1 and k, n are runtime values."""
     pid = tl.program_id(0).to(tl.int64)
     t = tl.program_id(1)
     a = A + pid * sab
     h = H + pid * shb
     tp = TAU + pid * stb
-    slot = (k // NB) % 2
+    slot = (k_rt // NB) % 2
     tw_new = TW + (pid * 2 + slot) * NB * NB
     tw_old = TW + (pid * 2 + 1 - slot) * NB * NB
-    if t == 0:
-        if FIRST:
-            _factor_panel(a, h, tp, tw_new, k, sar, sac, shr, shc, N, BM, NB, SB, RB, PREC_G)
-        else:
-            _apply_wy(h, tw_old, k - NB, k, shr, shc, N, NB, RB, NB, PREC_W, PREC_T, PREC_U)
-            tl.debug_barrier()
-            _factor_panel(h, h, tp, tw_new, k, shr, shc, shr, shc, N, BM, NB, SB, RB, PREC_G)
+    flags = FLAGS + pid * P
+    part = PART + pid * (2 * P * PW)
+    partw = PARTW + pid * (P * NB * NB)
+    if K_CONST >= 0:
+        _step(a, h, tp, tw_new, tw_old, t, K_CONST, N_CONST, sar, sac, shr, shc, flags, part, partw, e0,
+              BM, NB, SB, RB, RBP, BN, FIRST, STAGES, JOIN, SPLIT, P, R, PW, MAXSPIN, PREC_W, PREC_T, PREC_U, PREC_G)
     else:
-        c0 = k + NB + (t - 1) * BN
-        if FIRST:
-            cc = c0 + tl.arange(0, BN)
-            r0 = 0
-            while r0 < N:
-                rr = r0 + tl.arange(0, RB)
-                cm = (rr[:, None] < N) & (cc[None, :] < N)
-                C = tl.load(a + rr[:, None] * sar + cc[None, :] * sac, mask=cm, other=0.0)
-                tl.store(h + rr[:, None] * shr + cc[None, :] * shc, C, mask=cm)
-                r0 += RB
-        else:
-            _apply_wy(h, tw_old, k - NB, c0, shr, shc, N, NB, RB, BN, PREC_W, PREC_T, PREC_U)
+        _step(a, h, tp, tw_new, tw_old, t, k_rt, n_rt, sar, sac, shr, shc, flags, part, partw, e0,
+              BM, NB, SB, RB, RBP, BN, FIRST, STAGES, JOIN, SPLIT, P, R, PW, MAXSPIN, PREC_W, PREC_T, PREC_U, PREC_G)
 
 
 def _use_triton(A: torch.Tensor) -> bool:
@@ -209,6 +383,17 @@ def _warps(bm: int) -> int:
     return PARAMS["warps_bm_gt1024"]
 
 
+_SM_COUNT = {}
+
+
+def _sm_count(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 1 << 30
+    if device not in _SM_COUNT:
+        _SM_COUNT[device] = torch.cuda.get_device_properties(device).multi_processor_count
+    return _SM_COUNT[device]
+
+
 def custom_kernel(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     batch, n = A.shape[0], A.shape[-1]
     if not _use_triton(A):
@@ -217,15 +402,42 @@ def custom_kernel(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     H = torch.empty_like(A)
     tau = torch.empty((batch, n), dtype=A.dtype, device=A.device)
     tw = torch.empty((batch, 2, nb, nb), dtype=A.dtype, device=A.device)
+    interp = os.environ.get("TRITON_INTERPRET") == "1"
+    # Cooperative panels: every panel program must be resident at once (they
+    # wait for each other), so P * batch may not exceed the SM count.
+    # (The interpreter runs programs one after the other: there P is 1, which
+    # still runs the cooperative code path.)
+    coop = PARAMS["panel_programs"] > 1
+    p = 1 if interp else PARAMS["panel_programs"]
+    while p > 1 and p * batch > _sm_count(A.device):
+        p //= 2
+    if not interp and p < 4:  # too few programs per matrix to pay for the barriers
+        coop = False
+    split_from = n - PARAMS["split_rows"] if coop else -1  # panels k < split_from are split
+    # Few large matrices (cooperative panels) want more, narrower update tiles.
+    bn = PARAMS["bn_coop"] if coop else bn
+    stages = PARAMS["stages_coop"] if coop else PARAMS["stages"]
+    small_warps = PARAMS["warps_n_le512"] if n <= 512 else 0  # 0: by panel height
+    stages = PARAMS["stages_n_le512"] if n <= 512 else stages
+    pw = triton.next_power_of_2(2 * nb + 2)
+    flags = torch.zeros((batch, max(p, 1)), dtype=torch.int32, device=A.device)
+    part = torch.empty((batch, 2, max(p, 1), pw), dtype=A.dtype, device=A.device)
+    partw = torch.empty((batch, max(p, 1), nb, nb), dtype=A.dtype, device=A.device)
     strides = (A.stride(0), A.stride(1), A.stride(2), H.stride(0), H.stride(1), H.stride(2), tau.stride(0))
     for k in range(0, n, nb):
+        split = k < split_from
+        rows = n - k + (nb if k else 0)  # rows a split panel's programs cover
+        r = max(16, triton.next_power_of_2(triton.cdiv(rows, p))) if split else 16
         bm = max(PARAMS["bm_min"], triton.next_power_of_2(n - k))
         sb = max(1, min(nb, PARAMS["panel_elems"] // bm))
+        npan = p if split else 1
         tiles = triton.cdiv(n - k - nb, bn) if n - k > nb else 0
-        _lookahead_kernel[(batch, 1 + tiles)](
-            A, H, tau, tw, k, n, *strides,
-            BM=bm, NB=nb, SB=sb, RB=rb, BN=bn, FIRST=(k == 0),
-            PREC_W=PARAMS["prec_w"], PREC_T=PARAMS["prec_t"], PREC_U=PARAMS["prec_u"], PREC_G=PARAMS["prec_g"],
-            num_warps=_warps(bm),
+        _lookahead_kernel[(batch, npan + tiles)](
+            A, H, tau, tw, flags, part, partw, k, n, (k // nb) * (nb + 3), *strides,
+            K_CONST=k if interp else -1, N_CONST=n if interp else -1,
+            BM=bm, NB=nb, SB=sb, RB=rb, RBP=PARAMS["rb_panel"], BN=bn, FIRST=(k == 0), STAGES=stages,
+            JOIN=PARAMS["join_reduce"], SPLIT=split, P=npan, R=r, PW=pw, MAXSPIN=1 << 20,
+            PREC_W=PARAMS["prec_w"], PREC_T=PARAMS["prec_t"], PREC_U=PARAMS["prec_u"],
+            PREC_G=PARAMS["prec_g"], num_warps=PARAMS["warps_split"] if split else (small_warps or _warps(bm)),
         )
     return H, tau
