@@ -2,6 +2,7 @@
 
     python scripts/bench_families.py precompile PLAN WORKER NWORKERS
     python scripts/bench_families.py sweep PLAN --json OUT [--budget-s S]
+    python scripts/bench_families.py table BENCH_JSON      (markdown for kernels/BENCHMARKS.md)
 
 A plan is a list of variants (family, parameter overrides, the qrv2-bench
 shapes to time, the qrv2-tests cases to verify).  ``precompile`` runs each
@@ -302,6 +303,55 @@ def _summary(rows: list[dict]) -> None:
         print(f"  FAIL {r['family']}/{r['label']} {r['case']}: {r.get('message', '')[:160]}")
 
 
+def table(bench_json: Path) -> None:
+    """Markdown tables (per family and composite) from a ``qrsearch bench --json`` file."""
+    data = json.loads(bench_json.read_text())
+    reports = data["reports"] if "reports" in data else [data]
+    composite = data.get("composite")
+
+    def rows(report: dict, winners: bool) -> list[str]:
+        out = []
+        logs = []
+        for c in report["cases"]:
+            case = Case.model_validate(c["case"])
+            f = floors(case)
+            t = c.get("timing") or {}
+            med = t.get("median_ms")
+            base = c.get("baseline_ms")
+            speed = c.get("speedup")
+            if speed:
+                logs.append(speed)
+            who = f" | {Path(c.get('candidate') or '').stem}" if winners else ""
+            frac = lambda floor: f"{100 * floor / med:.1f}%" if med else "-"  # noqa: E731
+            out.append(
+                f"| {case.name} | {c['status']} | {med:.4g} | {base:.4g} | {speed:.2f}x | {f.fp32_ms:.3g} | "
+                f"{f.tf32_ms:.3g} | {f.bytes_ms:.3g} | {frac(f.fp32_floor_ms)} | {frac(f.tf32_floor_ms)}{who} |"
+                if med and base and speed else f"| {case.name} | {c['status']} | - | - | - | - | - | - | - | -{who} |")
+        import math
+        geo = math.exp(sum(math.log(x) for x in logs) / len(logs)) if logs else float("nan")
+        out.append(f"\ngeomean speedup over the {len(logs)} cases: **{geo:.2f}x**")
+        return out
+
+    header = ("| case | status | median ms | torch.geqrf ms | speedup | fp32 floor ms | tf32 floor ms | bytes floor ms "
+              "| % of fp32 floor | % of tf32 floor |")
+    for report in reports:
+        print(f"\n### {Path(report['candidate']).stem}\n")
+        print(header)
+        print("|" + "---|" * 10)
+        print("\n".join(rows(report, False)))
+    if composite:
+        print(f"\n### {composite['candidate']}\n")
+        print(header + " family |")
+        print("|" + "---|" * 11)
+        cases = []
+        for i, c in enumerate(composite["cases"]):
+            best = min((r["cases"][i] for r in reports if r["cases"][i]["status"] == "passed"),
+                       key=lambda x: x["timing"]["median_ms"])
+            owner = next(r for r in reports if r["cases"][i] is best)
+            cases.append({**c, "candidate": owner["candidate"]})
+        print("\n".join(rows({**composite, "cases": cases}, True)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -313,9 +363,13 @@ def main() -> None:
     s.add_argument("plan")
     s.add_argument("--json", type=Path, required=True)
     s.add_argument("--budget-s", type=float, default=240.0)
+    t = sub.add_parser("table", help="markdown tables from a qrsearch bench --json file")
+    t.add_argument("bench_json", type=Path)
     args = parser.parse_args()
     if args.cmd == "precompile":
         precompile(args.plan, args.worker, args.nworkers)
+    elif args.cmd == "table":
+        table(args.bench_json)
     else:
         sweep(args.plan, args.json, args.budget_s)
 
