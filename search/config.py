@@ -141,6 +141,8 @@ class RayConfig(_Section):
 
 
 class RunConfig(_Section):
+    """A whole search run: what to search, how to evaluate, how long, and with which proposers."""
+
     name: str = Field("qrsearch", description="run name; the run writes runs/<name>/")
     seed: int = Field(0, description="seeds every random choice of the run")
     runs_dir: str = Field("runs", description="directory holding run directories")
