@@ -34,9 +34,11 @@ from kernels import verify as verify_module
 from kernels import contract as contract_module
 
 
-# torch.profiler's post-processing grows with the events recorded: a call of a second
-# (torch.geqrf looping cuSOLVER over 640 matrices) took minutes to summarise on an H200.
-PROFILE_MAX_MS = 250.0
+# torch.profiler's post-processing grows with the events recorded: torch.geqrf looping
+# cuSOLVER over 640 matrices (1 s a call) took minutes to summarise on an H200, and a
+# candidate that delegated 60x1024 to geqrf (0.23 s) kept the search's single evaluator busy
+# for over four minutes.  Calls that slow have nothing for a profile to tune anyway.
+PROFILE_MAX_MS = 50.0
 
 
 class Reporter:
