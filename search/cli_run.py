@@ -174,5 +174,5 @@ def status_command(
         table.add_column(column)
     for family, row in data["best"].items():
         table.add_row(family, row["candidate"], fmt(row["geomean_ms"], ".4g"),
-                      "-" if row["speedup"] is None else f"{row['speedup']:.1f}x")
+                      "-" if row["speedup"] is None else f"{row['speedup']:.3g}x")
     console.print(table)

@@ -236,7 +236,7 @@ def _summary(loop: SearchLoop, console: Console, run_dir: Path) -> None:
     console.print(f"[bold]done[/]: {loop.stats.evaluations} evaluations this session "
                   f"({loop.stats.evals_per_minute():.1f}/min); stop: {loop.stop_requested}")
     for name, cid, ms, speed, evals in best_per_family(loop):
-        shown = "-" if speed is None else f"{speed:.1f}x"
+        shown = "-" if speed is None else f"{speed:.3g}x"
         console.print(f"  {name:24s} {cid:10s} {'-' if ms is None else f'{ms:.4g} ms':>12s} {shown:>8s}  {evals} evals")
     console.print(f"inspect: qrsearch status {run_dir} | qrsearch champions {run_dir} | "
                   f"qrsearch resume {run_dir} --max-evals N")

@@ -166,7 +166,7 @@ class SearchLoop:
         self.stats.by_state[outcome.state.value] += 1
         cand = report.candidate
         for change in report.champion_changes:
-            speed = f", {result.speedup:.1f}x torch.geqrf" if result.speedup else ""
+            speed = f", {result.speedup:.3g}x torch.geqrf" if result.speedup else ""
             line = f"champion of {change.family}: {change.candidate_id} ({cand.fitness_ms or 0:.4g} ms{speed})"
             self.stats.champions.append(line)
             self.log(line)

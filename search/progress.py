@@ -54,7 +54,7 @@ def render(loop: SearchLoop, title: str) -> Group:
     for column in ("family", "champion", "geomean ms", "speedup", "evals"):
         table.add_column(column, justify="right" if column in ("geomean ms", "speedup", "evals") else "left")
     for name, cid, ms, speed, evals in best_per_family(loop):
-        table.add_row(name, cid, "-" if ms is None else f"{ms:.4g}", "-" if speed is None else f"{speed:.1f}x",
+        table.add_row(name, cid, "-" if ms is None else f"{ms:.4g}", "-" if speed is None else f"{speed:.3g}x",
                       str(evals))
     parts: list = [head, table]
     if s.champions:
