@@ -147,6 +147,11 @@ def diff(store: RunStore, child_id: str, parent_id: str | None = None, context: 
             parent_id = child.parent_ids[0]
         parent = store.get_candidate(parent_id)
         old, new = store.source(parent.source_sha256), store.source(child.source_sha256)
+    return diff_sources(parent, old, child, new, context)
+
+
+def diff_sources(parent: Candidate, old: str, child: Candidate, new: str, context: int = 3) -> str:
+    """Unified diff of two candidates' sources, then of their parameters when those differ."""
     out = list(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
                                     fromfile=f"a/{parent.id}", tofile=f"b/{child.id}", n=context))
     if parent.params != child.params:

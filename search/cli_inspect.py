@@ -303,19 +303,11 @@ def show_data(view: RunView, ref: str) -> dict[str, Any]:
 
 
 def candidate_diff(view: RunView, child_id: str, parent_id: str, context: int = 3) -> str:
-    """Unified diff parent → child, with the parameters as a second diff (like population.lineage.diff)."""
-    import difflib
+    """Unified diff parent → child, with the parameters as a second diff."""
+    from population.lineage import diff_sources
 
-    child, parent = view.by_id[child_id], view.by_id[parent_id]
-    old, new = view.source(parent_id), view.source(child_id)
-    out = list(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                    fromfile=f"a/{parent.id}", tofile=f"b/{child.id}", n=context))
-    if parent.params != child.params:
-        pa = json.dumps(parent.params, indent=1, sort_keys=True).splitlines(keepends=True)
-        ch = json.dumps(child.params, indent=1, sort_keys=True).splitlines(keepends=True)
-        out += difflib.unified_diff(pa, ch, fromfile=f"a/{parent.id}/params", tofile=f"b/{child.id}/params",
-                                    n=context)
-    return "".join(line if line.endswith("\n") else line + "\n" for line in out)
+    return diff_sources(view.by_id[parent_id], view.source(parent_id), view.by_id[child_id], view.source(child_id),
+                        context)
 
 
 def show_command(
