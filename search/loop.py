@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from kernels.suites import get_suite
-from population.models import NewCandidate, Origin, State
+from population.models import EvalResult, NewCandidate, Origin, State
 from population.rng import rng_state_to_json
 from population.run import Run
 from search.config import RunConfig
@@ -31,7 +31,7 @@ from search.pool import Completed, EvaluatorPool, Lost
 from search.proposer import NOTE_KEY, TRIAL_KEY, Child, KernelFamily, LLMJob, Proposer, RejectedEdit
 from search.speedup import BASELINE_FAMILY, with_speedups
 from search.tuning import Tuner
-from search.worker import EvalRequest
+from search.worker import EvalOutcome, EvalRequest
 
 DRIVER_RNG = "driver/proposals"
 STATUS_KEY = "driver/status"
@@ -66,7 +66,7 @@ class SearchLoop:
         self.families = families
         self.log = log
         self.rng = self._restore_rng()
-        self.proposer = Proposer(config, run, tuner, families, self.rng, llm=llm, log=log)
+        self.proposer = Proposer(config, run, tuner, families, self.rng, llm=llm)
         self.llm = llm
         self.llm_jobs: list[LLMJob] = []
         self.llm_off_reason: str | None = None if llm is not None else "no LLM endpoint configured"
@@ -81,7 +81,6 @@ class SearchLoop:
         self.bench_cases = list(get_suite(config.evaluation.bench_suite))
         self.verify_cases = list(get_suite(config.evaluation.verify_suite))
         self._last_status = 0.0
-        self._idle_families: set[str] = set()
 
     # --- state across resumes ------------------------------------------------------------
 
@@ -147,21 +146,15 @@ class SearchLoop:
 
     # --- evaluations ---------------------------------------------------------------------
 
-    def _baseline(self):  # noqa: ANN202
-        return self.proposer.baseline_result()
-
-    def _told(self, outcome) -> None:  # noqa: ANN001 - EvalOutcome
-        result = with_speedups(outcome.result, self._baseline())
-        trial = self.run.store.get_json(TRIAL_KEY.format(cid=outcome.candidate_id))
+    def _told(self, outcome: EvalOutcome) -> None:
+        result = with_speedups(outcome.result, self.proposer.baseline_result())
         with self.run.transaction():  # the outcome and the counters that count it commit together
             report = self.run.tell(outcome.candidate_id, outcome.state, reason=outcome.reason, result=result)
             if report.already_recorded:
                 return
             self.run.add_counters({"gpu_evaluations": 1, f"state/{outcome.state.value}": 1,
                                    "busy_seconds": outcome.busy_s})
-        if trial:
-            self.tuner.tell(trial["study"], trial["number"],
-                            result.geomean_ms if outcome.state is State.VERIFIED else None)
+        self._tell_tuner(outcome.candidate_id, result.geomean_ms if outcome.state is State.VERIFIED else None)
         self.stats.evaluations += 1
         self.stats.by_state[outcome.state.value] += 1
         cand = report.candidate
@@ -176,16 +169,18 @@ class SearchLoop:
         self.losses[event.candidate_id] += 1
         self.log(f"evaluation of {event.candidate_id} lost: {event.reason}")
         if self.losses[event.candidate_id] >= MAX_LOSSES:
-            self.run.tell(event.candidate_id, State.CRASHED,
-                          reason=f"evaluation lost {MAX_LOSSES} times (last: {event.reason})")
-            self.stats.evaluations += 1
-            self.stats.by_state[State.CRASHED.value] += 1
-            trial = self.run.store.get_json(TRIAL_KEY.format(cid=event.candidate_id))
-            if trial:
-                self.tuner.tell(trial["study"], trial["number"], None)
+            # Lost too often to be bad luck: a failure like any other (counters, Optuna, stats).
+            reason = f"evaluation lost {MAX_LOSSES} times (last: {event.reason})"
+            self._told(EvalOutcome(candidate_id=event.candidate_id, state=State.CRASHED, reason=reason,
+                                   result=EvalResult(candidate_id=event.candidate_id, error=reason)))
             return
         self.run.requeue(event.candidate_id)
         self.queue.appendleft(event.candidate_id)
+
+    def _tell_tuner(self, cid: str, value: float | None) -> None:
+        trial = self.run.store.get_json(TRIAL_KEY.format(cid=cid))
+        if trial:
+            self.tuner.tell(trial["study"], trial["number"], value)
 
     def _request(self, cid: str) -> EvalRequest:
         cand = self.run.store.get_candidate(cid)
@@ -223,7 +218,7 @@ class SearchLoop:
         return dict(counts)
 
     def _families_in_order(self) -> list[str]:
-        names = [n for n in self.proposer.searchable_families() if n not in self._idle_families]
+        names = self.proposer.searchable_families()
         self.rng.shuffle(names)
         return names
 

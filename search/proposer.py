@@ -12,7 +12,7 @@ import random
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Mapping, Protocol
 
 from kernels.params import ParamSpace, ParamsError, read_params, render_params, structure_fingerprint
 from kernels.suites import get_suite
@@ -69,14 +69,13 @@ class RejectedEdit:
 
 class Proposer:
     def __init__(self, config: RunConfig, run: Run, tuner: Tuner, families: Mapping[str, KernelFamily],
-                 rng: random.Random, llm: LLMPool | None = None, log: Callable[[str], None] = print) -> None:
+                 rng: random.Random, llm: LLMPool | None = None) -> None:
         self.config = config
         self.run = run
         self.tuner = tuner
         self.families = families
         self.rng = rng
         self.llm = llm
-        self.log = log
         self.seen: set[tuple[str, str]] = {c.content_key for c in run.store.list_candidates()}
         self.bench_cases = list(get_suite(config.evaluation.bench_suite))
 
