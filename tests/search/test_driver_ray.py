@@ -67,34 +67,39 @@ def test_one_actor_per_declared_gpu(tmp_path):
     assert all(r is not None for r in results)
 
 
+def _after_each_step(monkeypatch, hook):
+    """Run ``hook(loop)`` after every step of the real loop (to break things mid-run)."""
+    import search.loop as loop_module
+
+    original = loop_module.SearchLoop.step
+
+    def step(self, timeout=0.2):
+        original(self, timeout)
+        hook(self)
+
+    monkeypatch.setattr(loop_module.SearchLoop, "step", step)
+
+
 def _session(config, max_evals):
     run = create_run(config)
     return Session(config=config, run=run, run_dir=config.run_dir, max_evals=max_evals, max_minutes=5)
 
 
-def test_killed_evaluator_requeues_its_work_and_blames_nobody(tmp_path):
+def test_killed_evaluator_requeues_its_work_and_blames_nobody(tmp_path, monkeypatch):
     install(slow=True)
     config = toy_config(tmp_path, budget=BudgetConfig(max_evals=5, max_minutes=5),
                         ray=RayConfig(cpu_evaluators=1, cpus_per_evaluator=1.0))
     session = _session(config, 5)
     killed = []
 
-    import search.loop as loop_module
-    original = loop_module.SearchLoop.step
-
-    def step(self, timeout=0.2):
-        original(self, timeout)
-        if not killed and self.pool.inflight() and self.stats.evaluations >= 1:
+    def kill(loop):
+        if not killed and loop.pool.inflight() and loop.stats.evaluations >= 1:
             time.sleep(1.0)  # mid-evaluation
-            pid = self.pool.actor_pids()["cpu0"]
-            os.kill(pid, signal.SIGKILL)
-            killed.append(self.pool.inflight()[0])
+            os.kill(loop.pool.actor_pids()["cpu0"], signal.SIGKILL)
+            killed.append(loop.pool.inflight()[0])
 
-    loop_module.SearchLoop.step = step
-    try:
-        assert execute(session, None, _console()) == 0
-    finally:
-        loop_module.SearchLoop.step = original
+    _after_each_step(monkeypatch, kill)
+    assert execute(session, None, _console()) == 0
     evals, cands, problems = counts(config.run_dir)
     assert killed and problems == []
     victim = next(c for c in cands if c.id == killed[0])
@@ -102,7 +107,7 @@ def test_killed_evaluator_requeues_its_work_and_blames_nobody(tmp_path):
     assert evals == 5
 
 
-def test_removed_node_requeues_work(tmp_path):
+def test_removed_node_requeues_work(tmp_path, monkeypatch):
     from ray.cluster_utils import Cluster
 
     install(slow=True)
@@ -114,21 +119,16 @@ def test_removed_node_requeues_work(tmp_path):
     session = _session(config, 4)
     removed = []
 
-    import search.loop as loop_module
-    original = loop_module.SearchLoop.step
-
-    def step(self, timeout=0.2):
-        original(self, timeout)
-        if not removed and len(self.pool.inflight()) == 2:
+    def remove(loop):
+        if not removed and len(loop.pool.inflight()) == 2:
             time.sleep(1.0)
             cluster.remove_node(worker)
             removed.append(True)
 
-    loop_module.SearchLoop.step = step
+    _after_each_step(monkeypatch, remove)
     try:
         assert execute(session, cluster.address, _console()) == 0
     finally:
-        loop_module.SearchLoop.step = original
         ray.shutdown()
         cluster.shutdown()
     evals, cands, problems = counts(config.run_dir)
