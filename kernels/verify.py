@@ -157,24 +157,15 @@ def _verify(a: torch.Tensor, output: object, given: torch.Tensor | None) -> Veri
         recon_scaled=_finite_max(recon_scaled),
     )
     # ``~(x <= limit)`` also fails NaN residuals.
-    factor_bad = ~(factor <= FACTOR_RTOL * denom * scale)
-    if bool(factor_bad.any()):
-        worst = int(torch.where(factor_bad, factor_scaled.nan_to_num(math.inf), -1.0).argmax())
-        return _fail(
-            f"R - QᵀA too large in matrix {worst}: scaled residual "
-            f"{float(factor_scaled[worst]):.3g} > {FACTOR_RTOL:g}",
-            worst_matrix=worst,
-            **evidence,
-        )
-    orth_bad = ~(orth <= ORTH_RTOL * denom)
-    if bool(orth_bad.any()):
-        worst = int(torch.where(orth_bad, orth_scaled.nan_to_num(math.inf), -1.0).argmax())
-        return _fail(
-            f"Q not orthogonal in matrix {worst}: scaled ‖QᵀQ−I‖₁ "
-            f"{float(orth_scaled[worst]):.3g} > {ORTH_RTOL:g}",
-            worst_matrix=worst,
-            **evidence,
-        )
+    gates = (
+        ("R - QᵀA too large", "scaled residual", ~(factor <= FACTOR_RTOL * denom * scale), factor_scaled, FACTOR_RTOL),
+        ("Q not orthogonal", "scaled ‖QᵀQ−I‖₁", ~(orth <= ORTH_RTOL * denom), orth_scaled, ORTH_RTOL),
+    )
+    for what, measure, bad, scaled, limit in gates:
+        if bool(bad.any()):
+            worst = int(torch.where(bad, scaled.nan_to_num(math.inf), -1.0).argmax())
+            return _fail(f"{what} in matrix {worst}: {measure} {float(scaled[worst]):.3g} > {limit:g}",
+                         worst_matrix=worst, **evidence)
     worst = int(factor_scaled.argmax()) if batch else None
     return VerifyResult(ok=True, message=f"ok (batch={batch}, n={n})", worst_matrix=worst, **evidence)
 
