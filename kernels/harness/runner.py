@@ -241,22 +241,16 @@ def run_candidate(
         results = {i: CaseResult(case=c, status="rejected", error=reason) for i, c in enumerate(cases)}
     remaining = [i for i in range(len(cases)) if i not in results]
     while remaining:
-        batch = remaining
-        job = Job(candidate=str(path), cases=[cases[i] for i in batch], mode=mode, profile=profile,
+        job = Job(candidate=str(path), cases=[cases[i] for i in remaining], mode=mode, profile=profile,
                   device=device, policy=policy, fail_fast=fail_fast)
-        attempt = _run_attempt(spawn(), job, batch, limits, on_case)
+        attempt = _run_attempt(spawn(), job, remaining, limits, on_case)
         if attempt.device != "unknown":
             info.device, info.device_name, info.versions = attempt.device, attempt.device_name, attempt.versions
         results.update(attempt.results)
         infra_error = infra_error or attempt.infra_error
-        failed = [i for i in attempt.results if not attempt.results[i].ok]
-        remaining = [i for i in batch if i not in results]
-        if not remaining:
+        if (attempt.stopped and not keep_going) or (fail_fast and any(not r.ok for r in attempt.results.values())):
             break
-        if attempt.stopped and not keep_going:
-            break
-        if fail_fast and failed:
-            break
+        remaining = [i for i in remaining if i not in results]
     for i, case in enumerate(cases):
         if i not in results:
             results[i] = CaseResult(case=case, status="not_run",
