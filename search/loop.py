@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from kernels.suites import get_suite
-from population.models import EvalResult, NewCandidate, Origin, State
+from population.models import Candidate, EvalResult, NewCandidate, Origin, State
 from population.rng import rng_state_to_json
 from population.run import Run
 from search.config import RunConfig
@@ -182,8 +182,8 @@ class SearchLoop:
         if trial:
             self.tuner.tell(trial["study"], trial["number"], value)
 
-    def _request(self, cid: str) -> EvalRequest:
-        cand = self.run.store.get_candidate(cid)
+    def _request(self, cand: Candidate) -> EvalRequest:
+        cid = cand.id
         ev = self.config.evaluation
         return EvalRequest(
             candidate_id=cid, family=cand.family, source=self.run.source(cand),
@@ -201,10 +201,11 @@ class SearchLoop:
             if not self.queue:
                 break
             cid = self.queue.popleft()
-            if self.run.store.get_candidate(cid).state is not State.PENDING:
+            cand = self.run.store.get_candidate(cid)
+            if cand.state is not State.PENDING:
                 continue
             self.run.mark_running(cid)
-            self.pool.submit(self._request(cid))
+            self.pool.submit(self._request(cand))
             free -= 1
 
     # --- proposals -----------------------------------------------------------------------
