@@ -1,38 +1,87 @@
 #!/usr/bin/env bash
-# The search-throughput measurement on a 2-GPU host: the same search (runs/h200.yaml, fixed seed,
-# Optuna and crossover, no LLM: the device machine has no network) for MINUTES on 1 GPU, then on 2.
-# Each run starts with an empty Triton cache so neither inherits the other's compiled kernels.
-# Outputs under $OUT: env.txt, gpu1.log, gpu2.log, status1.json, status2.json, runs.tgz,
-# composite.py (exported from the 2-GPU run) and export_verify.txt (it on qrv2-tests).
-#   bash scripts/device_search.sh 4 "1 2"      # minutes, GPU counts to run (default: 1 2)
+# The search-throughput measurement on an H200 host: the same search (runs/h200.yaml, fixed seed,
+# Optuna and crossover, no LLM: the device machine has no network) for MINUTES on each GPU count.
+# Each run starts with an empty Triton cache so no run inherits another's compiled kernels.
+#
+# A device command may run 10 minutes at most, so a 10-minute search runs detached and spans two calls:
+#   bash scripts/device_search.sh start 10 1     # launch detached, report progress for ~9.5 min
+#   bash scripts/device_search.sh collect 1      # next call (machine still warm): wait, collect
+# or, for short searches that fit in one call (counts run one after another):
+#   bash scripts/device_search.sh run 3 "1 2"
+# Outputs under $OUT: env.txt, gpuN.log, statusN.json, runs.tgz (run dirs without work/),
+# composite.py (exported from the last count's run) and export_verify.txt (it on qrv2-tests).
 set -u
-MINUTES=${1:-4}
-COUNTS=${2:-1 2}
+MODE=${1:-run}
 OUT=${OUT:-/tmp/out}
-bash .devbundle/setup.sh && export PYTHONPATH=/tmp/site:$PWD:${PYTHONPATH:-}
+bash .devbundle/setup.sh > /dev/null && export PYTHONPATH=/tmp/site:$PWD:${PYTHONPATH:-}
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-{ date -u; nvidia-smi --query-gpu=index,name,driver_version --format=csv;
-  python3 -c "import torch, triton, ray, optuna; print('torch', torch.__version__, 'triton', triton.__version__, 'ray', ray.__version__, 'optuna', optuna.__version__)"; } > "$OUT/env.txt" 2>&1
-for g in $COUNTS; do
+STATE=/tmp/qrsearch-device   # survives between calls while the machine stays warm
+
+env_report() {
+  { date -u; nvidia-smi --query-gpu=index,name,driver_version --format=csv;
+    python3 -c "import torch, triton, ray, optuna; print('torch', torch.__version__, 'triton', triton.__version__, 'ray', ray.__version__, 'optuna', optuna.__version__)"; } > "$OUT/env.txt" 2>&1
+}
+
+launch() {  # launch G MINUTES: start one search in its own session, detached from this shell
+  local g=$1 minutes=$2
   export TRITON_CACHE_DIR=/tmp/triton-cache-$g
   rm -rf "$TRITON_CACHE_DIR" "runs/gpu$g"
-  timeout $(( MINUTES * 60 + 240 )) python3 -m search launch --config runs/h200.yaml --name "gpu$g" --gpus "$g" \
-      --max-minutes "$MINUTES" --max-evals 100000 > "$OUT/gpu$g.log" 2>&1
-  echo "exit $?" >> "$OUT/gpu$g.log"
-  python3 -m search status "runs/gpu$g" --json > "$OUT/status$g.json" 2>&1
-done
-LAST=runs/gpu${COUNTS##* }
-tar --exclude='work' -czf "$OUT/runs.tgz" $(for g in $COUNTS; do echo runs/gpu$g; done)
-if python3 -m search export "$LAST" --composite -o "$OUT/composite.py" > "$OUT/export_verify.txt" 2>&1; then
-  python3 -m search verify "$OUT/composite.py" --suite qrv2-tests >> "$OUT/export_verify.txt" 2>&1
-  echo "verify exit $?" >> "$OUT/export_verify.txt"
-fi
-for g in $COUNTS; do tail -n 4 "$OUT/gpu$g.log"; done
-tail -n 4 "$OUT/export_verify.txt"
-python3 - "$OUT" $COUNTS <<'PY'
+  mkdir -p "$STATE"
+  setsid nohup timeout $(( minutes * 60 + 300 )) python3 -m search launch --config runs/h200.yaml \
+      --name "gpu$g" --gpus "$g" --max-minutes "$minutes" --max-evals 100000 \
+      > "$STATE/gpu$g.log" 2>&1 < /dev/null &
+  echo $! > "$STATE/gpu$g.pid"
+}
+
+running() { [ -f "$STATE/gpu$1.pid" ] && kill -0 "$(cat "$STATE/gpu$1.pid")" 2>/dev/null; }
+
+watch() {  # watch G SECONDS: print a status line every minute until the run ends or SECONDS pass
+  local g=$1 until=$(( SECONDS + $2 ))
+  while running "$g" && [ $SECONDS -lt $until ]; do
+    sleep 30
+    python3 -m search status "runs/gpu$g" --json 2>/dev/null | python3 -c "
+import json, sys
+s = json.load(sys.stdin)
+print(f\"t={$SECONDS}s evals={s['evaluations']} per_min={s['evals_per_minute']} busy={s['busy_fraction']}\", flush=True)" || true
+  done
+}
+
+collect() {  # collect COUNTS: status, logs, run dirs, composite export and its verification
+  local counts=$1 g
+  for g in $counts; do
+    cp "$STATE/gpu$g.log" "$OUT/gpu$g.log" 2>/dev/null
+    python3 -m search status "runs/gpu$g" --json > "$OUT/status$g.json" 2>&1
+  done
+  tar --exclude='work' -czf "$OUT/runs.tgz" $(for g in $counts; do echo runs/gpu$g; done)
+  local last=runs/gpu${counts##* }
+  if python3 -m search export "$last" --composite -o "$OUT/composite.py" > "$OUT/export_verify.txt" 2>&1; then
+    python3 -m search verify "$OUT/composite.py" --suite qrv2-tests >> "$OUT/export_verify.txt" 2>&1
+    echo "verify exit $?" >> "$OUT/export_verify.txt"
+  fi
+  for g in $counts; do tail -n 6 "$OUT/gpu$g.log"; done
+  tail -n 4 "$OUT/export_verify.txt"
+  python3 - "$OUT" $counts <<'PY'
 import json, sys
 for g in sys.argv[2:]:
     s = json.load(open(f"{sys.argv[1]}/status{g}.json"))
     best = {k: round(v["speedup"] or 0, 1) for k, v in s["best"].items()}
     print(f"gpus={g} evals={s['evaluations']} per_min={s['evals_per_minute']} busy={s['busy_fraction']} best={best}")
 PY
+}
+
+case "$MODE" in
+  start)   # start MINUTES G
+    env_report; launch "$3" "$2"; watch "$3" 560
+    if running "$3"; then echo "still running: collect in the next call"; cp "$STATE/gpu$3.log" "$OUT/"; else collect "$3"; fi ;;
+  collect) # collect COUNTS
+    for g in $2; do
+      if ! [ -f "$STATE/gpu$g.pid" ]; then echo "no run gpu$g on this machine (it went cold?)"; exit 1; fi
+      watch "$g" 540
+    done
+    collect "$2" ;;
+  run)     # run MINUTES COUNTS
+    env_report
+    for g in ${3:-1 2}; do launch "$g" "$2"; watch "$g" $(( $2 * 60 + 300 )); done
+    collect "${3:-1 2}" ;;
+  *) echo "usage: $0 start MINUTES G | collect \"COUNTS\" | run MINUTES \"COUNTS\""; exit 2 ;;
+esac
