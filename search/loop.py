@@ -191,7 +191,8 @@ class SearchLoop:
             bench_cases=self.bench_cases, device=ev.device, case_timeout_s=ev.case_timeout_s,
             startup_timeout_s=ev.startup_timeout_s, min_reps=ev.min_reps, max_reps=ev.max_reps,
             max_seconds_per_case=ev.max_seconds_per_case, target_rel_stderr=ev.target_rel_stderr,
-            profile=ev.profile and cand.family != BASELINE_FAMILY)  # the reference needs no profile
+            profile=ev.profile and cand.family != BASELINE_FAMILY,  # the reference needs no profile
+            verify_processes=ev.verify_processes)
 
     def _dispatch(self) -> None:
         free = self.pool.free_slots()

@@ -9,6 +9,8 @@ a warm spare child that has already imported torch hides the start-up cost.
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from pathlib import Path
 from typing import Literal
@@ -17,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kernels.candidate import materialize
 from kernels.harness.results import CaseResult, SuiteReport
-from kernels.harness.runner import ChildProcess, RunLimits, child_env, run_candidate
+from kernels.harness.runner import ChildProcess, RunLimits, child_env, run_candidate, run_candidate_parallel
 from kernels.harness.timing import TimingPolicy
 from kernels.suites import Case
 from population.models import CaseOutcome, CaseStatus, EvalResult, State
@@ -41,11 +43,13 @@ class EvalRequest(BaseModel):
     max_seconds_per_case: float = 1.0
     target_rel_stderr: float = 0.01
     profile: bool = False
+    verify_processes: int = Field(1, ge=1)
 
     @property
     def deadline_s(self) -> float:
-        """Past this, the driver treats the evaluation as lost (the harness limits each case)."""
-        cases = len(self.verify_cases) + len(self.bench_cases)
+        """Past this, the driver treats the evaluation as lost (the harness limits each case).
+        Bench cases count twice: their gate calls in the verify stage, then their timing."""
+        cases = len(self.verify_cases) + 2 * len(self.bench_cases)
         return 2 * self.startup_timeout_s + cases * self.case_timeout_s + 60
 
 
@@ -120,29 +124,52 @@ def outcome_from_reports(request: EvalRequest, verify: SuiteReport, bench: Suite
 
 
 class Worker:
-    """Runs the cascade for one device.  Keeps one warm spare child process."""
+    """Runs the cascade for one device, keeping warm spare child processes.
+
+    The verify stage runs the verify suite and each bench case's first, reference-verified
+    call in up to ``verify_processes`` children at once, grouped by n, so a Triton candidate's
+    kernels compile in parallel; the bench stage then times the bench cases alone on the device
+    (no other child running) without repeating those calls.
+    """
 
     def __init__(self, workdir: Path, env_extra: dict[str, str] | None = None, name: str = "worker") -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.env = child_env(env_extra)
         self.name = name
-        self._spare: ChildProcess | None = None
         self.evaluations = 0
         self.busy_s = 0.0
+        self._lock = threading.Lock()
+        self._spares: list[ChildProcess] = []
+        self._target_spares = 1
         self._refill()
 
     def _refill(self) -> None:
-        self._spare = ChildProcess(env=self.env)
+        with self._lock:
+            keep = []
+            for child in self._spares:
+                if child.proc.poll() is None and len(keep) < self._target_spares:
+                    keep.append(child)
+                else:
+                    child.close()
+            self._spares = keep
+            while len(self._spares) < self._target_spares:
+                self._spares.append(ChildProcess(env=self.env))
 
     def _spawn(self) -> ChildProcess:
-        child = self._spare
-        if child is None or child.proc.poll() is not None:
-            if child is not None:
-                child.close()
-            child = ChildProcess(env=self.env)
-        self._refill()  # starts importing torch while this one works
-        return child
+        """A warm spare if one is alive, else a new child; a replacement starts importing torch now."""
+        with self._lock:
+            child = None
+            while self._spares and child is None:
+                candidate = self._spares.pop(0)
+                if candidate.proc.poll() is None:
+                    child = candidate
+                else:
+                    candidate.close()
+            if child is None:
+                child = ChildProcess(env=self.env)
+            self._spares.append(ChildProcess(env=self.env))
+            return child
 
     def evaluate(self, request: EvalRequest) -> EvalOutcome:
         started = time.time()
@@ -150,19 +177,26 @@ class Worker:
         limits = RunLimits(case_timeout_s=request.case_timeout_s, startup_timeout_s=request.startup_timeout_s)
         policy = TimingPolicy(min_reps=request.min_reps, max_reps=request.max_reps,
                               max_seconds=request.max_seconds_per_case, target_rel_stderr=request.target_rel_stderr)
-        verify = run_candidate(path, request.verify_cases, suite=request.verify_suite, mode="verify",
-                               device=request.device, limits=limits, fail_fast=True, spawn=self._spawn)
+        processes = max(1, min(request.verify_processes, os.cpu_count() or 1))
+        if processes != self._target_spares:
+            self._target_spares = processes
+            self._refill()
+        gates = list(request.verify_cases) + list(request.bench_cases)
+        verify = run_candidate_parallel(path, gates, processes=processes, suite=request.verify_suite,
+                                        mode="verify", device=request.device, limits=limits, fail_fast=True,
+                                        spawn=self._spawn)
         bench = None
         if verify.ok:
             bench = run_candidate(path, request.bench_cases, suite=request.bench_suite, mode="bench",
                                   device=request.device, limits=limits, policy=policy, fail_fast=True,
-                                  profile=request.profile, spawn=self._spawn)
+                                  profile=request.profile, gate=False, spawn=self._spawn)
         outcome = outcome_from_reports(request, verify, bench, started, worker=self.name)
         self.evaluations += 1
         self.busy_s += outcome.busy_s
         return outcome
 
     def close(self) -> None:
-        if self._spare is not None:
-            self._spare.close()
-            self._spare = None
+        with self._lock:
+            for child in self._spares:
+                child.close()
+            self._spares = []

@@ -31,6 +31,7 @@ from kernels.floors import floors
 from kernels.harness.timing import DeviceClock, call_verified, measure, timed_input_seed
 from kernels.suites import Case
 from kernels import verify as verify_module
+from kernels.verify import VerifyResult
 from kernels import contract as contract_module
 
 
@@ -76,6 +77,8 @@ def _trusted() -> dict[str, Any]:
         "equal": torch.equal,
         "isfinite": torch.isfinite,
         "verify_qr": verify_module.verify_qr,
+        "householder_q64": verify_module.householder_q64,
+        "form_q": verify_module._form_q,
         "generate_input": contract_module.generate_input,
         "perf_counter": time.perf_counter,
         "synchronize": torch.cuda.synchronize,
@@ -122,23 +125,25 @@ def run_case(kernel: Callable, case: Case, job: Job, device: torch.device, clock
              candidate: Path, trusted: dict[str, Any]) -> tuple[CaseResult, bool]:
     """Returns the result and whether the process must end (poisoned CUDA context)."""
     try:
-        verdict, _ = call_verified(kernel, case, case.seed, device)
+        if job.mode == "verify" or job.gate:
+            verdict, _ = call_verified(kernel, case, case.seed, device)
+        else:
+            verdict = VerifyResult(ok=True, message="gated by an earlier verify-mode job")
         stats: TimingStats | None = None
         profile = None
         if verdict.ok and job.mode == "bench":
-            stats, bad = measure(kernel, case, device, clock, job.policy)
-            if bad is not None:
-                verdict = bad
-            elif job.profile and stats is not None and stats.median_ms <= PROFILE_MAX_MS:
+            stats, timed = measure(kernel, case, device, clock, job.policy)
+            if stats is None or not job.gate:
+                verdict = timed  # the failure, or the evidence when no gate call ran here
+            if stats is not None and job.profile and stats.median_ms <= PROFILE_MAX_MS:
                 profile = profile_call(kernel, case, device, timed_input_seed(case, 10_000))
-                if stats is not None:
-                    f = floors(case)
-                    seconds = stats.median_ms / 1e3
-                    profile = profile.model_copy(update={
-                        "achieved_tflops": case.flops / seconds / 1e12 if seconds else None,
-                        "achieved_gbps": case.min_bytes / seconds / 1e9 if seconds else None,
-                        "floor_fraction": f.fp32_floor_ms / stats.median_ms if stats.median_ms else None,
-                    })
+                f = floors(case)
+                seconds = stats.median_ms / 1e3
+                profile = profile.model_copy(update={
+                    "achieved_tflops": case.flops / seconds / 1e12 if seconds else None,
+                    "achieved_gbps": case.min_bytes / seconds / 1e9 if seconds else None,
+                    "floor_fraction": f.fp32_floor_ms / stats.median_ms if stats.median_ms else None,
+                })
     except BaseException as exc:  # noqa: BLE001 - candidates can raise anything, SystemExit too
         if isinstance(exc, torch.cuda.OutOfMemoryError):
             torch.cuda.empty_cache()

@@ -20,6 +20,9 @@ class Job(BaseModel):
     profile: bool = False
     device: str = "auto"
     fail_fast: bool = False  # stop at the first case that does not pass
+    # In bench mode, first gate each case with one reference-verified call on its own seed.
+    # False only where that exact call already passed in an earlier verify-mode job.
+    gate: bool = True
     policy: TimingPolicy = Field(default_factory=TimingPolicy)
 
     @field_validator("policy", mode="before")

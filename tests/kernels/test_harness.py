@@ -132,3 +132,44 @@ def test_smoke_suite_is_cpu_friendly():
     assert len({c.case for c in cases}) == 9
     report = run("baseline", cases=cases)
     assert report.ok and len(report.cases) == len(cases)
+
+
+def test_shape_groups_keep_each_n_together_and_cover_every_case():
+    from kernels.harness.runner import shape_groups
+
+    cases = list(get_suite("qrv2-quick")) + list(get_suite("qrv2-bench"))
+    for k in (1, 2, 4, 16):
+        groups = shape_groups(cases, k)
+        assert 1 <= len(groups) <= min(k, len({c.n for c in cases}))
+        assert sorted(i for g in groups for i in g) == list(range(len(cases)))
+        owner = {cases[i].n: gi for gi, g in enumerate(groups) for i in g}
+        assert all(owner[cases[i].n] == gi for gi, g in enumerate(groups) for i in g)
+
+
+def test_parallel_verify_reports_like_the_sequential_run():
+    from kernels.harness.runner import run_candidate_parallel
+
+    for name in ("baseline", "raises"):
+        path = CANDIDATES / f"{name}.py" if name != "baseline" else BASELINE_PATH
+        seq = run_candidate(path, SMALL, device="cpu")
+        par = run_candidate_parallel(path, SMALL, processes=2, device="cpu")
+        assert [c.case for c in par.cases] == SMALL
+        assert [c.status for c in par.cases] == [c.status for c in seq.cases]
+        assert par.ok == seq.ok and par.device == "cpu"
+
+
+def test_parallel_run_refuses_timing():
+    from kernels.harness.runner import run_candidate_parallel
+
+    with pytest.raises(ValueError, match="verify-mode"):
+        run_candidate_parallel(BASELINE_PATH, SMALL, processes=2, mode="bench")
+
+
+def test_ungated_bench_verifies_every_output_and_keeps_the_evidence():
+    report = run("baseline", mode="bench", cases=SMALL[:1], gate=False)
+    case = report.cases[0]
+    assert case.ok and case.verify is not None and case.verify.factor_scaled is not None
+    # Without the gate call the stale replay starts one call later, still inside the timed calls.
+    report = run("stale_when_timed", mode="bench", cases=SMALL[:1], gate=False,
+                 policy=TimingPolicy(warmup_calls=1, min_reps=5, max_reps=5, max_seconds=1.0))
+    assert report.cases[0].status == "failed_verify" and "timed call" in report.cases[0].message

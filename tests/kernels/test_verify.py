@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from kernels.contract import EPS32, generate_input
-from kernels.verify import verify_qr
+from kernels.verify import householder_q64, verify_qr
 from tests.kernels.qr_reference import householder_qr
 
 
@@ -92,22 +92,24 @@ def _valid(a):
     ids=["tau-zero", "tau-1e-3", "H-transposed", "lower-leak", "nan", "inf", "dtype", "H-shape", "tau-shape",
          "device", "3-tuple", "list", "non-tensor", "string", "none"],
 )
-def test_rejects(mutate, expect):
+@pytest.mark.parametrize("exact_q", [True, False], ids=["reference-q", "fast-q"])
+def test_rejects(mutate, expect, exact_q):
     a = _a()
     h, tau = _valid(a)
-    result = verify_qr(a, mutate(a, h, tau))
+    result = verify_qr(a, mutate(a, h, tau), exact_q=exact_q)
     assert not result.ok
     assert expect in result.message
 
 
-def test_rejects_nonorthogonal_q_with_consistent_r():
+@pytest.mark.parametrize("exact_q", [True, False], ids=["reference-q", "fast-q"])
+def test_rejects_nonorthogonal_q_with_consistent_r(exact_q):
     a = _a(n=12)
     h, tau = _valid(a)
     bad_tau = tau * 1.5
     q = torch.linalg.householder_product(h, bad_tau)
     r = torch.triu((q.mT.double() @ a.double()).float())
     h_bad = torch.triu(r) + torch.tril(h, -1)
-    result = verify_qr(a, (h_bad, bad_tau))
+    result = verify_qr(a, (h_bad, bad_tau), exact_q=exact_q)
     assert not result.ok
 
 
@@ -139,12 +141,13 @@ def test_never_raises_on_exotic_output():
     assert not verify_qr(a, Weird((1, 2))).ok
 
 
-def test_names_the_worst_matrix():
+@pytest.mark.parametrize("exact_q", [True, False], ids=["reference-q", "fast-q"])
+def test_names_the_worst_matrix(exact_q):
     a = _a(batch=4)
     h, tau = _valid(a)
     tau = tau.clone()
     tau[2] *= 1.01
-    result = verify_qr(a, (h, tau))
+    result = verify_qr(a, (h, tau), exact_q=exact_q)
     assert not result.ok and result.worst_matrix == 2 and "matrix 2" in result.message
 
 
@@ -180,5 +183,27 @@ def test_agrees_with_reference_gates_across_perturbation_sizes():
                     out = (h + scale * torch.tril(noise_h, -1), tau)
                 ours = verify_qr(a, out).ok
                 assert ours == reference_verdict(a, out), (case, scale, target)
+                # The fast re-check (float64 Q) lands on the same side of the gates.
+                assert verify_qr(a, out, exact_q=False).ok == ours, (case, scale, target)
                 verdicts.add(ours)
     assert verdicts == {True, False}, "the sweep must cross the threshold to mean anything"
+
+
+@pytest.mark.parametrize("n", [1, 2, 31, 32, 33, 70])
+def test_fast_q_is_householder_product_in_float64(n):
+    gen = torch.Generator().manual_seed(n)
+    h, tau = torch.geqrf(torch.randn(3, n, n, generator=gen))
+    tau = tau.clone()
+    tau[:, ::3] = 0  # H_i = I: LAPACK's convention for a zero column
+    expected = torch.linalg.householder_product(h.double(), tau.double())
+    assert torch.allclose(householder_q64(h, tau), expected, rtol=0, atol=1e-13)
+
+
+def test_fast_q_verdict_and_residuals_match_the_reference():
+    a = _a(case="mixed", n=64, batch=5)
+    out = _valid(a)
+    exact, fast = verify_qr(a, out), verify_qr(a, out, exact_q=False)
+    assert exact.ok and fast.ok
+    # Residuals differ only by the float32 rounding inside the reference Q (well under the gates).
+    assert abs(exact.factor_scaled - fast.factor_scaled) < 0.5
+    assert abs(exact.orth_scaled - fast.orth_scaled) < 2

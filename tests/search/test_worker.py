@@ -62,14 +62,29 @@ def test_hang_becomes_timeout(worker):
 
 
 def test_stale_output_in_timing_fails_at_the_bench_stage(worker):
-    # Two verification calls: the cheat is still honest there and is caught only when timed.
+    # At most two calls per verify-stage process (one case of each n): the cheat is still
+    # honest there.  The bench process gates nothing again, so its fourth call is a timed
+    # one that replays a stale output, and the fast re-check catches it.
     out = worker.evaluate(request((CANDIDATES / "stale_when_timed.py").read_text(),
-                                  verify_cases=list(get_suite("smoke"))[:2]))
+                                  verify_cases=list(get_suite("smoke"))[:1],
+                                  bench_cases=list(get_suite("smoke-bench"))[:1], verify_processes=2))
     assert out.state is State.FAILED_VERIFY
-    assert out.reason.startswith("bench ")
+    assert out.reason.startswith("bench ") and "timed call" in out.reason
 
 
-def test_spare_child_is_replaced_after_each_use(worker):
-    before = worker._spare
-    worker.evaluate(request(BASELINE_PATH.read_text()))
-    assert worker._spare is not before and worker._spare.proc.poll() is None
+def test_bench_cases_are_gated_by_reference_calls_in_the_verify_stage(worker):
+    # Honest for three calls: three verify cases with one n share a process, so the bench
+    # case's gate call is the fourth there and fails before anything is timed.
+    *verify, gated = [c for c in get_suite("smoke") if c.n == 8][:4]
+    out = worker.evaluate(request((CANDIDATES / "stale_when_timed.py").read_text(), verify_cases=verify,
+                                  bench_cases=[gated], verify_processes=1))
+    assert out.state is State.FAILED_VERIFY
+    assert out.reason.startswith(f"verify {gated.name}")
+
+
+def test_spare_children_are_replaced_after_each_use(worker):
+    before = list(worker._spares)
+    worker.evaluate(request(BASELINE_PATH.read_text(), verify_processes=2))
+    after = worker._spares
+    assert after and not set(map(id, after)) & set(map(id, before))
+    assert all(child.proc.poll() is None for child in after)
