@@ -203,6 +203,7 @@ class CaseOutcome(_Measured):
     speedup: float | None = None
     residuals: dict[str, float] = Field(default_factory=dict)
     message: str = ""
+    wall_s: float | None = Field(default=None, ge=0)  # evaluating this case, checks and profiling included
 
 
 class EvalResult(_Measured):
@@ -218,6 +219,9 @@ class EvalResult(_Measured):
     started_at: float | None = None
     finished_at: float | None = None
     profile: dict[str, JsonValue] | None = None
+    # Where the evaluation's wall time went: "verify" and "bench" stages, and within the
+    # bench stage "rechecks" (verifying warm-up and timed outputs) and "profile".
+    stage_seconds: dict[str, float] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _positive_time(self) -> EvalResult:

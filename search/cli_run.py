@@ -16,6 +16,7 @@ from population.errors import RunStoreError
 from population.store import RunStore
 from search.config import ConfigError, RunConfig, default_config
 from search.loop import STATUS_KEY
+from search.progress import describe_evaluation_seconds, evaluation_seconds
 from search.speedup import BASELINE_FAMILY, with_speedups
 
 console = Console()
@@ -110,6 +111,7 @@ def run_status(run_dir: Path) -> dict[str, Any]:
         sessions = store.get_json("driver/sessions", []) or []
         champions = store.current_champion_ids()
         baseline = store.get_result(champions[BASELINE_FAMILY]) if BASELINE_FAMILY in champions else None
+        seconds = evaluation_seconds(store)
         best = {}
         for family, cid in sorted(champions.items()):
             if family == BASELINE_FAMILY:
@@ -140,6 +142,7 @@ def run_status(run_dir: Path) -> dict[str, Any]:
         "llm_cost_usd": float(counters.get("llm_cost_usd", 0.0)),
         "baseline_geomean_ms": baseline.geomean_ms if baseline else None,
         "best": best, "sessions": len(sessions), "stop_reason": driver.get("stop_reason"),
+        "seconds_per_evaluation": seconds,
     }
 
 
@@ -166,6 +169,7 @@ def status_command(
     busy = data.get("busy_fraction") or {}
     if busy:
         console.print("evaluator busy: " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in busy.items()))
+    console.print(describe_evaluation_seconds(data["seconds_per_evaluation"]))
     console.print(f"LLM: {data['llm_calls']} calls, {data['llm_errors']} errors, {data['llm_tokens']} tokens, "
                   f"${data['llm_cost_usd']:.2f}")
     table = Table(title=f"best per family (torch.geqrf geomean {fmt(data['baseline_geomean_ms'], '.4g')} ms)",

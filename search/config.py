@@ -47,7 +47,8 @@ class EvaluationConfig(_Section):
     max_reps: int = Field(50, ge=1, description="timed calls per case at most")
     max_seconds_per_case: float = Field(1.0, gt=0, description="stop timing a case after this long (after min_reps)")
     target_rel_stderr: float = Field(0.01, gt=0, description="stop timing once the standard error is this small")
-    profile: bool = Field(True, description="profile verified candidates (kernels, syncs) for the LLM prompt")
+    profile: bool = Field(True, description="profile verified candidates (kernels, syncs) for the LLM prompt "
+                          "(only while an LLM endpoint is configured: nothing else reads them)")
     verify_processes: int = Field(
         4, ge=1, description="child processes that verify a candidate at once, its cases grouped by n, so its "
         "kernels compile in parallel (capped at the CPU count); timing always has the device alone")

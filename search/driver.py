@@ -27,7 +27,7 @@ from population.run import Run
 from search.config import ConfigError, RunConfig
 from search.llm import LLMClient, LLMPool
 from search.loop import SearchLoop, seed_children
-from search.progress import best_per_family, render
+from search.progress import best_per_family, describe_evaluation_seconds, evaluation_seconds, render
 from search.tuning import Tuner
 
 CONFIG_FILE = "config.yaml"
@@ -223,6 +223,7 @@ def _record_utilization(loop: SearchLoop, pool: Any, log: Callable[[str], None])
     gpu = ", ".join(f"{k} {100 * v:.0f}%" for k, v in util.items() if v is not None) or "n/a (no NVML)"
     log(f"evaluator busy: {busy}; GPU utilisation (NVML): {gpu}; driver overhead "
         f"{'-' if per_eval is None else f'{1000 * per_eval:.1f} ms'}/evaluation")
+    log(describe_evaluation_seconds(evaluation_seconds(loop.run.store)))
 
 
 def _record_session(run: Run, address: str | None) -> None:

@@ -191,7 +191,8 @@ class SearchLoop:
             bench_cases=self.bench_cases, device=ev.device, case_timeout_s=ev.case_timeout_s,
             startup_timeout_s=ev.startup_timeout_s, min_reps=ev.min_reps, max_reps=ev.max_reps,
             max_seconds_per_case=ev.max_seconds_per_case, target_rel_stderr=ev.target_rel_stderr,
-            profile=ev.profile and cand.family != BASELINE_FAMILY,  # the reference needs no profile
+            # Profiles feed LLM prompts only: none for the reference, none while no LLM is configured.
+            profile=ev.profile and self.llm is not None and cand.family != BASELINE_FAMILY,
             verify_processes=ev.verify_processes)
 
     def _dispatch(self) -> None:

@@ -9,8 +9,36 @@ from rich.table import Table
 from rich.text import Text
 
 from population.models import State
+from population.store import RunStore
 from search.loop import SearchLoop
 from search.speedup import BASELINE_FAMILY, with_speedups
+
+
+STAGES = ("verify", "bench", "rechecks", "profile")
+
+
+def evaluation_seconds(store: RunStore, last: int = 200) -> dict[str, float]:
+    """Mean seconds per evaluation over the run's latest ``last`` results, in total and by
+    stage (``rechecks`` and ``profile`` are parts of ``bench``); empty before any result."""
+    totals = {key: 0.0 for key in ("total", *STAGES)}
+    count = 0
+    for cand in store.list_candidates(newest_first=True, limit=last):
+        result = store.get_result(cand.id)
+        if result is None or not result.stage_seconds or result.eval_seconds is None:
+            continue
+        count += 1
+        totals["total"] += result.eval_seconds
+        for key in STAGES:
+            totals[key] += result.stage_seconds.get(key, 0.0)
+    return {key: value / count for key, value in totals.items()} if count else {}
+
+
+def describe_evaluation_seconds(means: dict[str, float]) -> str:
+    if not means:
+        return "evaluation time: no evaluation recorded yet"
+    return (f"evaluation time (mean): {means['total']:.1f} s = verify stage {means['verify']:.1f} s + bench stage "
+            f"{means['bench']:.1f} s (re-checking outputs {means['rechecks']:.1f} s, profiling "
+            f"{means['profile']:.1f} s)")
 
 
 def best_per_family(loop: SearchLoop) -> list[tuple[str, str, float | None, float | None, int]]:

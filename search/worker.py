@@ -88,7 +88,7 @@ def _outcome(case: CaseResult) -> CaseOutcome:
                                        ("leak", v.leakage_scaled), ("recon", v.recon_scaled)) if x is not None}
     return CaseOutcome(case=case.case.name, status=_CASE_STATUS.get(case.status, CaseStatus.ERROR),
                        median_ms=t and t.median_ms, min_ms=t and t.min_ms, max_ms=t and t.max_ms,
-                       residuals=residuals, message=("" if case.ok else case.message)[:2000])
+                       residuals=residuals, message=("" if case.ok else case.message)[:2000], wall_s=case.wall_s)
 
 
 def outcome_from_reports(request: EvalRequest, verify: SuiteReport, bench: SuiteReport | None,
@@ -107,10 +107,16 @@ def outcome_from_reports(request: EvalRequest, verify: SuiteReport, bench: Suite
         # Show the verification failure, not a table of skipped timings.
         cases = tuple(_outcome(c) for c in verify.cases)
     geomean = bench.geomean_ms if (bench is not None and failed is None) else None
+    stages = {"verify": verify.wall_s}
+    if bench is not None:
+        stages["bench"] = bench.wall_s
+        stages["rechecks"] = sum(c.timing.check_s for c in bench.cases if c.timing)
+        stages["profile"] = sum(c.profile_s or 0.0 for c in bench.cases)
     result = EvalResult(
         candidate_id=request.candidate_id, cases=cases, geomean_ms=geomean, device=report.device_name,
         versions=report.versions, error="" if failed is None else f"{failed.case.name}: {failed.message}"[:4000],
-        eval_seconds=finished - started, started_at=started, finished_at=finished, profile=profile)
+        eval_seconds=finished - started, started_at=started, finished_at=finished, profile=profile,
+        stage_seconds=stages)
     if infra is not None:
         return EvalOutcome(candidate_id=request.candidate_id, state=State.CRASHED, reason=infra, result=result,
                            infra_error=infra, worker=worker, busy_s=finished - started)
@@ -128,8 +134,11 @@ class Worker:
 
     The verify stage runs the verify suite and each bench case's first, reference-verified
     call in up to ``verify_processes`` children at once, grouped by n, so a Triton candidate's
-    kernels compile in parallel; the bench stage then times the bench cases alone on the device
-    (no other child running) without repeating those calls.
+    kernels compile in parallel; the bench stage then times the bench cases without repeating
+    those calls.  While a candidate is timed nothing else runs for this worker: the spares used
+    by an evaluation are replaced only after its bench stage (starting a child imports torch
+    and creates a CUDA context; an H200 run that did so measured launch-bound cases 20-75% slower),
+    and the bench stage waits until every spare still starting has finished.
     """
 
     def __init__(self, workdir: Path, env_extra: dict[str, str] | None = None, name: str = "worker") -> None:
@@ -141,35 +150,44 @@ class Worker:
         self.busy_s = 0.0
         self._lock = threading.Lock()
         self._spares: list[ChildProcess] = []
-        self._target_spares = 1
-        self._refill()
+        self._target_spares = 2  # one verify child and the bench child
+        self._top_up()
 
-    def _refill(self) -> None:
+    def _top_up(self) -> None:
+        """Start children until ``_target_spares`` live ones wait (extra ones are closed)."""
         with self._lock:
-            keep = []
+            alive = []
             for child in self._spares:
-                if child.proc.poll() is None and len(keep) < self._target_spares:
-                    keep.append(child)
+                if child.proc.poll() is None and len(alive) < self._target_spares:
+                    alive.append(child)
                 else:
                     child.close()
-            self._spares = keep
+            self._spares = alive
             while len(self._spares) < self._target_spares:
                 self._spares.append(ChildProcess(env=self.env))
 
-    def _spawn(self) -> ChildProcess:
-        """A warm spare if one is alive, else a new child; a replacement starts importing torch now."""
+    def _take(self) -> ChildProcess:
+        """The oldest live spare, else a new child (thread-safe: the verify stage takes several)."""
         with self._lock:
-            child = None
-            while self._spares and child is None:
-                candidate = self._spares.pop(0)
-                if candidate.proc.poll() is None:
-                    child = candidate
-                else:
-                    candidate.close()
-            if child is None:
-                child = ChildProcess(env=self.env)
-            self._spares.append(ChildProcess(env=self.env))
-            return child
+            while self._spares:
+                child = self._spares.pop(0)
+                if child.proc.poll() is None:
+                    return child
+                child.close()
+        return ChildProcess(env=self.env)
+
+    def _settle(self, timeout: float) -> None:
+        """Wait until no spare is still starting (dropping any that died or stalled)."""
+        with self._lock:
+            spares, self._spares = self._spares, []
+        alive = []
+        for child in spares:
+            if child.wait_warm(timeout):
+                alive.append(child)
+            else:
+                child.close()
+        with self._lock:
+            self._spares = alive + self._spares
 
     def evaluate(self, request: EvalRequest) -> EvalOutcome:
         started = time.time()
@@ -178,18 +196,22 @@ class Worker:
         policy = TimingPolicy(min_reps=request.min_reps, max_reps=request.max_reps,
                               max_seconds=request.max_seconds_per_case, target_rel_stderr=request.target_rel_stderr)
         processes = max(1, min(request.verify_processes, os.cpu_count() or 1))
-        if processes != self._target_spares:
-            self._target_spares = processes
-            self._refill()
+        if processes + 1 != self._target_spares:
+            self._target_spares = processes + 1
+            self._top_up()
         gates = list(request.verify_cases) + list(request.bench_cases)
-        verify = run_candidate_parallel(path, gates, processes=processes, suite=request.verify_suite,
-                                        mode="verify", device=request.device, limits=limits, fail_fast=True,
-                                        spawn=self._spawn)
-        bench = None
-        if verify.ok:
-            bench = run_candidate(path, request.bench_cases, suite=request.bench_suite, mode="bench",
-                                  device=request.device, limits=limits, policy=policy, fail_fast=True,
-                                  profile=request.profile, gate=False, spawn=self._spawn)
+        try:
+            verify = run_candidate_parallel(path, gates, processes=processes, suite=request.verify_suite,
+                                            mode="verify", device=request.device, limits=limits, fail_fast=True,
+                                            spawn=self._take)
+            bench = None
+            if verify.ok:
+                self._settle(request.startup_timeout_s)
+                bench = run_candidate(path, request.bench_cases, suite=request.bench_suite, mode="bench",
+                                      device=request.device, limits=limits, policy=policy, fail_fast=True,
+                                      profile=request.profile, gate=False, spawn=self._take)
+        finally:
+            self._top_up()  # the next candidate's children warm up now, before anything is timed
         outcome = outcome_from_reports(request, verify, bench, started, worker=self.name)
         self.evaluations += 1
         self.busy_s += outcome.busy_s

@@ -124,9 +124,11 @@ def _cuda_poisoned(exc: BaseException) -> bool:
 def run_case(kernel: Callable, case: Case, job: Job, device: torch.device, clock: DeviceClock,
              candidate: Path, trusted: dict[str, Any]) -> tuple[CaseResult, bool]:
     """Returns the result and whether the process must end (poisoned CUDA context)."""
+    began = time.perf_counter()
+    profile_s: float | None = None
     try:
         if job.mode == "verify" or job.gate:
-            verdict, _ = call_verified(kernel, case, case.seed, device)
+            verdict, _, _ = call_verified(kernel, case, case.seed, device)
         else:
             verdict = VerifyResult(ok=True, message="gated by an earlier verify-mode job")
         stats: TimingStats | None = None
@@ -136,7 +138,9 @@ def run_case(kernel: Callable, case: Case, job: Job, device: torch.device, clock
             if stats is None or not job.gate:
                 verdict = timed  # the failure, or the evidence when no gate call ran here
             if stats is not None and job.profile and stats.median_ms <= PROFILE_MAX_MS:
+                profiling = time.perf_counter()
                 profile = profile_call(kernel, case, device, timed_input_seed(case, 10_000))
+                profile_s = time.perf_counter() - profiling
                 f = floors(case)
                 seconds = stats.median_ms / 1e3
                 profile = profile.model_copy(update={
@@ -158,7 +162,8 @@ def run_case(kernel: Callable, case: Case, job: Job, device: torch.device, clock
     if changed:
         return CaseResult(case=case, status="error", error=f"rejected: candidate altered {', '.join(changed)}"), True
     status = "passed" if verdict.ok else "failed_verify"
-    return CaseResult(case=case, status=status, verify=verdict, timing=stats, profile=profile), False
+    return CaseResult(case=case, status=status, verify=verdict, timing=stats, profile=profile,
+                      wall_s=time.perf_counter() - began, profile_s=profile_s), False
 
 
 def pick_device(requested: str) -> torch.device:

@@ -28,6 +28,7 @@ class TimingStats(BaseModel):
     count: int
     timer: Literal["cuda_events", "host"]
     overhead_ms: float = 0.0  # calibrated sync/record cost already subtracted
+    check_s: float = 0.0  # seconds spent verifying the warm-up and timed outputs (not timed)
 
     @property
     def rel_stderr(self) -> float:
@@ -68,6 +69,8 @@ class CaseResult(BaseModel):
     profile: ProfileSummary | None = None
     error: str | None = None
     baseline_ms: float | None = None
+    wall_s: float | None = None  # the whole case in the child: input, compile, calls, checks, profile
+    profile_s: float | None = None
 
     @property
     def ok(self) -> bool:

@@ -74,6 +74,19 @@ class ChildProcess:
         )
         os.close(write_fd)
         self._buffer = b""
+        self.warm = False
+
+    def wait_warm(self, timeout: float) -> bool:
+        """Block until the child has imported torch and initialised the device (its first
+        message), so that starting it cannot overlap work that follows.  False if it died or
+        did not get there in ``timeout`` seconds."""
+        if not self.warm:
+            try:
+                message = self.next_message(time.monotonic() + timeout)
+            except TimeoutError:
+                return False
+            self.warm = message is not None and message.get("type") == "warm"
+        return self.warm
 
     def submit(self, job_path: Path) -> None:
         assert self.proc.stdin is not None

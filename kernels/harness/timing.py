@@ -93,8 +93,10 @@ class DeviceClock:
 
 
 def call_verified(kernel: Kernel, case: Case, seed: int, device: torch.device, clock: DeviceClock | None = None,
-                  exact_q: bool = True) -> tuple[VerifyResult, float | None]:
-    """One call on a fresh input, verified; timed when a clock is given."""
+                  exact_q: bool = True) -> tuple[VerifyResult, float | None, float]:
+    """One call on a fresh input, verified; timed when a clock is given.
+
+    Returns (verdict, elapsed ms or None, seconds spent verifying)."""
     a = generate_input(case.batch, case.n, case.cond, seed, case.case, device=device)
     given = a.clone()
     if clock is None:
@@ -105,9 +107,10 @@ def call_verified(kernel: Kernel, case: Case, seed: int, device: torch.device, c
     else:
         clock.flush()
         out, elapsed = clock.region(lambda: kernel(given))
+    checking = time.perf_counter()
     result = verify_qr(a, out, given, exact_q=exact_q)
     del out, given, a
-    return result, elapsed
+    return result, elapsed, time.perf_counter() - checking
 
 
 def measure(kernel: Kernel, case: Case, device: torch.device, clock: DeviceClock, policy: TimingPolicy
@@ -115,15 +118,19 @@ def measure(kernel: Kernel, case: Case, device: torch.device, clock: DeviceClock
     """Warm up, then time fresh verified calls.
 
     Returns (stats, the timed calls' worst passing verdict) or (None, the failed verdict)."""
+    check_s = 0.0
     for w in range(policy.warmup_calls):
-        verdict, _ = call_verified(kernel, case, timed_input_seed(case, -2 - w), device, exact_q=False)
+        verdict, _, spent = call_verified(kernel, case, timed_input_seed(case, -2 - w), device, exact_q=False)
+        check_s += spent
         if not verdict.ok:
             return None, verdict.model_copy(update={"message": f"warm-up call {w + 1}: {verdict.message}"})
     times: list[float] = []
     worst: VerifyResult | None = None
     began = time.perf_counter()
     for rep in range(policy.max_reps):
-        verdict, elapsed = call_verified(kernel, case, timed_input_seed(case, rep), device, clock, exact_q=False)
+        verdict, elapsed, spent = call_verified(kernel, case, timed_input_seed(case, rep), device, clock,
+                                                exact_q=False)
+        check_s += spent
         if not verdict.ok:
             return None, verdict.model_copy(update={"message": f"timed call {rep + 1}: {verdict.message}"})
         assert elapsed is not None
@@ -138,7 +145,7 @@ def measure(kernel: Kernel, case: Case, device: torch.device, clock: DeviceClock
             if time.perf_counter() - began > policy.max_seconds:
                 break
     assert worst is not None  # max_reps >= 1
-    return _stats(times, clock), worst
+    return _stats(times, clock).model_copy(update={"check_s": check_s}), worst
 
 
 def _stats(times: list[float], clock: DeviceClock) -> TimingStats:

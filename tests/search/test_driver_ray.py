@@ -44,6 +44,9 @@ def test_cpu_evaluators_end_to_end(tmp_path):
     assert status["evaluations"] == 6 and status["state"] == "finished"
     assert status["best"]["toy"]["speedup"] > 0 and status["baseline_geomean_ms"] > 0
     assert set(status["busy_fraction"]) == {"cpu0"}
+    seconds = status["seconds_per_evaluation"]
+    assert seconds["total"] >= seconds["verify"] + seconds["bench"] > 0
+    assert seconds["bench"] >= seconds["rechecks"] > 0
     with RunStore.open(config.run_dir, readonly=True) as store:
         assert status["best"]["toy"]["candidate"] == store.current_champion_ids()["toy"]
         util = store.get_json("driver/utilization")

@@ -108,6 +108,30 @@ def test_failures_are_states_and_tell_optuna_fail(tmp_path, families):
     assert loop.run.champion("toy2") is None
 
 
+class RecordingPool(FakePool):
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests = []
+
+    def submit(self, request) -> None:
+        self.requests.append(request)
+        super().submit(request)
+
+
+@pytest.mark.parametrize("with_llm", [False, True])
+def test_candidates_are_profiled_only_for_an_llm(tmp_path, families, with_llm):
+    pool = RecordingPool()
+    cfg = config(tmp_path, evaluation=EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench",
+                                                       device="cpu", profile=True, verify_processes=3))
+    llm = FakeLLMPool(lambda messages: "no edit") if with_llm else None
+    loop = make_loop(cfg, families, pool=pool, llm=llm, max_evals=6)
+    loop.run_until_done()
+    flags = {r.family: r.profile for r in pool.requests}
+    assert flags["torch_geqrf"] is False  # the reference is never profiled
+    assert flags["toy"] is with_llm
+    assert {r.verify_processes for r in pool.requests} == {3}
+
+
 def edit_reply(messages):
     return ("Make it contiguous first.\n<<<<<<< SEARCH\n    return torch.geqrf(A)\n=======\n"
             "    return torch.geqrf(A.contiguous())  # FAST\n>>>>>>> REPLACE\n")

@@ -1,5 +1,6 @@
 """The evaluation cascade on CPU, as an evaluator actor runs it (no Ray)."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -86,5 +87,45 @@ def test_spare_children_are_replaced_after_each_use(worker):
     before = list(worker._spares)
     worker.evaluate(request(BASELINE_PATH.read_text(), verify_processes=2))
     after = worker._spares
-    assert after and not set(map(id, after)) & set(map(id, before))
+    processes = min(2, os.cpu_count() or 1)
+    assert len(after) == processes + 1  # the verify stage's children and the bench child
+    assert not set(map(id, after)) & set(map(id, before))
     assert all(child.proc.poll() is None for child in after)
+
+
+def test_no_child_starts_while_a_candidate_is_timed(worker, monkeypatch):
+    import kernels.harness.runner as runner_module
+    import search.worker as worker_module
+
+    started, stage = [], {"now": "idle"}
+    real_child, real_run = worker_module.ChildProcess, worker_module.run_candidate
+
+    def counting_child(*args, **kwargs):
+        started.append(stage["now"])
+        return real_child(*args, **kwargs)
+
+    def tracking_run(*args, **kwargs):
+        stage["now"] = kwargs.get("mode", "verify")
+        if stage["now"] == "bench":  # spares started earlier have finished starting
+            stage["spares_warm"] = all(child.warm for child in worker._spares)
+        try:
+            return real_run(*args, **kwargs)
+        finally:
+            stage["now"] = "idle"
+
+    monkeypatch.setattr(worker_module, "ChildProcess", counting_child)
+    monkeypatch.setattr(runner_module, "ChildProcess", counting_child)
+    monkeypatch.setattr(worker_module, "run_candidate", tracking_run)
+    out = worker.evaluate(request(BASELINE_PATH.read_text(), verify_processes=2))
+    assert out.state is State.VERIFIED
+    assert started and "bench" not in started
+    assert stage["spares_warm"] is True
+
+
+def test_stage_seconds_say_where_the_time_went(worker):
+    out = worker.evaluate(request(BASELINE_PATH.read_text(), profile=True))
+    stages = out.result.stage_seconds
+    assert set(stages) == {"verify", "bench", "rechecks", "profile"}
+    assert 0 < stages["rechecks"] < stages["bench"] and 0 < stages["profile"] < stages["bench"]
+    assert stages["verify"] + stages["bench"] <= out.result.eval_seconds + 1e-6
+    assert all(c.wall_s and c.wall_s > 0 for c in out.result.cases)
