@@ -42,6 +42,9 @@ class FamilyConfig(Frozen):
     # A structure still maturing after this many family evaluations is compared anyway, so a
     # search that never tunes it cannot keep it protected forever. None: no deadline.
     maturation_timeout: int | None = Field(default=None, ge=1)
+    # A challenger must beat the champion's time by more than this fraction, so timing noise
+    # does not crown a tie (0: any strict improvement).
+    min_improvement: float = Field(default=0.0, ge=0.0, lt=1.0)
     selection: SelectionConfig = SelectionConfig()
     migration: MigrationConfig = MigrationConfig()
 

@@ -6,14 +6,16 @@ Champion rule (what ``tell`` enforces):
    compare with); its structure becomes ``champion``.
 2. A verified candidate of a judged structure (``champion``, ``matured``, or a
    ``retired`` one that finally verified) becomes champion as soon as it is
-   strictly faster than the champion.
+   faster than the champion by more than ``min_improvement`` (a fraction of the
+   champion's time; 0 means any strict improvement).
 3. A verified candidate of a ``maturing`` structure never takes the title
    directly.  When the structure has had ``tuning_budget`` evaluations after its
-   first (or its deadline passes), its best is compared once with the champion:
-   strictly faster wins; otherwise it becomes ``matured`` and loses protection.
+   first (or its deadline passes), its best is compared once with the champion
+   by the same rule: faster wins; otherwise it becomes ``matured`` and loses
+   protection.
 
-So the champion is always the fastest verified candidate among judged
-structures, and it is never evicted.
+So no judged verified candidate is faster than the champion by more than
+``min_improvement`` (with 0: the champion is the fastest), and it is never evicted.
 """
 
 from __future__ import annotations
@@ -152,7 +154,7 @@ class Family:
 
     def _faster(self, candidate: Candidate) -> bool:
         assert self.champion is not None and candidate.fitness_ms is not None
-        return candidate.fitness_ms < self.champion.fitness_ms  # type: ignore[operator]
+        return candidate.fitness_ms < self.champion.fitness_ms * (1.0 - self.config.min_improvement)  # type: ignore[operator]
 
     def _put(self, rec: StructureRecord, changed: dict[str, StructureRecord]) -> None:
         self._store_record(rec)

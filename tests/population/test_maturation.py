@@ -148,6 +148,29 @@ def test_ties_keep_the_incumbent_champion() -> None:
     assert p.champion("f").id == c.id
 
 
+def test_a_challenger_within_the_margin_does_not_take_the_title() -> None:
+    p, mk = pop(tuning_budget=0, capacity=10, min_improvement=0.05), Maker()
+    c = mk(1.0, fingerprint="a")
+    p.tell(c)
+    p.tell(mk(0.96, fingerprint="a"))  # 4% faster: noise at a 5% margin
+    p.tell(mk(0.951, fingerprint="b"))  # another structure, judged at once, still inside
+    assert p.champion("f").id == c.id
+    winner = mk(0.94, fingerprint="b")  # 6% faster
+    report = p.tell(winner)
+    assert p.champion("f").id == winner.id
+    assert [(ch.cause, ch.previous_id) for ch in report.champion_changes] == [("overtook", c.id)]
+
+
+def test_a_matured_structure_must_clear_the_margin_too() -> None:
+    p, mk = pop(tuning_budget=1, capacity=10, min_improvement=0.05), Maker()
+    c = mk(1.0, fingerprint="old")
+    p.tell(c)
+    p.tell(mk(0.97, fingerprint="new"))
+    p.tell(mk(0.98, fingerprint="new"))  # budget spent: judged with its best, 3% faster
+    assert p.champion("f").id == c.id
+    assert p.family("f").structures["new"].status is StructureStatus.MATURED
+
+
 def test_maturing_list_reports_remaining_budget_oldest_first() -> None:
     p, mk = pop(tuning_budget=2, capacity=10), Maker()
     tuned_champion(p, mk)

@@ -23,11 +23,11 @@ from tests.population.helpers import Maker
 steps = st.lists(st.tuples(st.integers(0, 1), st.integers(0, 2), st.one_of(st.none(), st.integers(0, 5)),
                            st.one_of(st.none(), st.just(-1.0), st.floats(0.1, 10.0))), min_size=1, max_size=80)
 family_configs = st.builds(
-    lambda islands, capacity, budget, timeout, topology, interval: FamilyConfig(
+    lambda islands, capacity, budget, timeout, topology, interval, margin: FamilyConfig(
         name="x", islands=islands, capacity=capacity, tuning_budget=budget, maturation_timeout=timeout,
-        migration=MigrationConfig(topology=topology, interval=interval)),
+        migration=MigrationConfig(topology=topology, interval=interval), min_improvement=margin),
     st.integers(1, 3), st.integers(1, 4), st.integers(0, 4), st.one_of(st.none(), st.integers(1, 10)),
-    st.sampled_from(Topology), st.integers(0, 4))
+    st.sampled_from(Topology), st.integers(0, 4), st.sampled_from([0.0, 0.0, 0.05, 0.3]))
 
 
 def make_population(fc: FamilyConfig) -> Population:
@@ -103,10 +103,15 @@ def check_step(pop: Population, name: str, before: set[str], report, told: list[
         assert rec.best_fitness_ms == (min(fits) if fits else None)
         if fp not in crowned_first and fam.config.maturation_timeout is None:
             assert (rec.status is StructureStatus.MATURING) == (rec.tuning_evals < budget)
-    # The champion is the fastest verified candidate among judged structures.
+    # No verified candidate of a judged structure beats the champion by more than the margin;
+    # with no margin the champion is the fastest of them.
     if champ is not None:
         judged = [c for c in verified if fam.structures[c.fingerprint].status is not StructureStatus.MATURING]
-        assert champ.fitness_ms == min(c.fitness_ms for c in judged)
+        margin = fam.config.min_improvement
+        fastest = min(c.fitness_ms for c in judged)
+        assert fastest >= champ.fitness_ms * (1.0 - margin) and champ in judged
+        if margin == 0.0:
+            assert champ.fitness_ms == fastest
         assert fam.structures[champ.fingerprint].status is StructureStatus.CHAMPION
     # Migrants are verified copies of a same-family parent on another island.
     for mig in report.migrants:
