@@ -31,3 +31,18 @@ def test_illegal_address_ends_the_process_and_is_reported():
     assert "CUDA" in first.message or "illegal" in first.message
     # keep_going gave the second case a fresh process rather than a poisoned context.
     assert report.cases[1].status in ("error", "crashed")
+
+
+@pytest.mark.parametrize("batch, n", [(16, 512), (2, 1024)])
+def test_fast_q_matches_householder_product_on_the_gpu(batch, n):
+    import torch
+
+    from kernels.contract import generate_input
+    from kernels.verify import householder_q64, verify_qr
+
+    a = generate_input(batch, n, 2, seed=11, case="mixed", device="cuda")
+    h, tau = torch.geqrf(a.clone())
+    expected = torch.linalg.householder_product(h.double(), tau.double())
+    assert torch.allclose(householder_q64(h, tau), expected, rtol=0, atol=1e-12)
+    exact, fast = verify_qr(a, (h, tau)), verify_qr(a, (h, tau), exact_q=False)
+    assert exact.ok and fast.ok and abs(exact.factor_scaled - fast.factor_scaled) < 0.5
