@@ -248,9 +248,11 @@ class Family:
             if [r.fingerprint for r in champs] != [self.champion.fingerprint]:
                 problems.append(f"{self.name}: champion structure records disagree: {champs}")
             for rec in self.structures.values():
+                bar = self.champion.fitness_ms * (1.0 - self.config.min_improvement)  # type: ignore[operator]
                 if rec.status in (StructureStatus.MATURED, StructureStatus.CHAMPION) and rec.best_fitness_ms \
-                        is not None and rec.best_fitness_ms < self.champion.fitness_ms:  # type: ignore[operator]
-                    problems.append(f"{self.name}: judged structure {rec.fingerprint} beats the champion")
+                        is not None and rec.best_fitness_ms < bar:
+                    problems.append(f"{self.name}: judged structure {rec.fingerprint} beats the champion "
+                                    f"by more than the margin")
         elif champs:
             problems.append(f"{self.name}: a champion structure without a champion")
         return problems

@@ -155,6 +155,7 @@ def test_a_challenger_within_the_margin_does_not_take_the_title() -> None:
     p.tell(mk(0.96, fingerprint="a"))  # 4% faster: noise at a 5% margin
     p.tell(mk(0.951, fingerprint="b"))  # another structure, judged at once, still inside
     assert p.champion("f").id == c.id
+    assert p.invariant_violations() == []  # a judged structure inside the margin is no violation
     winner = mk(0.94, fingerprint="b")  # 6% faster
     report = p.tell(winner)
     assert p.champion("f").id == winner.id
@@ -169,6 +170,7 @@ def test_a_matured_structure_must_clear_the_margin_too() -> None:
     p.tell(mk(0.98, fingerprint="new"))  # budget spent: judged with its best, 3% faster
     assert p.champion("f").id == c.id
     assert p.family("f").structures["new"].status is StructureStatus.MATURED
+    assert p.invariant_violations() == []
 
 
 def test_maturing_list_reports_remaining_budget_oldest_first() -> None:
