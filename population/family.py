@@ -152,9 +152,14 @@ class Family:
         return TellReport(candidate=candidate, evicted=tuple(evicted), structures=tuple(changed.values()),
                           champion_changes=tuple(changes), migrants=tuple(migrants))
 
+    def _bar(self) -> float:
+        """The time a challenger must beat to take the title: the champion's, less the margin."""
+        assert self.champion is not None and self.champion.fitness_ms is not None
+        return self.champion.fitness_ms * (1.0 - self.config.min_improvement)
+
     def _faster(self, candidate: Candidate) -> bool:
-        assert self.champion is not None and candidate.fitness_ms is not None
-        return candidate.fitness_ms < self.champion.fitness_ms * (1.0 - self.config.min_improvement)  # type: ignore[operator]
+        assert candidate.fitness_ms is not None
+        return candidate.fitness_ms < self._bar()
 
     def _put(self, rec: StructureRecord, changed: dict[str, StructureRecord]) -> None:
         self._store_record(rec)
@@ -247,8 +252,8 @@ class Family:
         if self.champion is not None:
             if [r.fingerprint for r in champs] != [self.champion.fingerprint]:
                 problems.append(f"{self.name}: champion structure records disagree: {champs}")
+            bar = self._bar()
             for rec in self.structures.values():
-                bar = self.champion.fitness_ms * (1.0 - self.config.min_improvement)  # type: ignore[operator]
                 if rec.status in (StructureStatus.MATURED, StructureStatus.CHAMPION) and rec.best_fitness_ms \
                         is not None and rec.best_fitness_ms < bar:
                     problems.append(f"{self.name}: judged structure {rec.fingerprint} beats the champion "
