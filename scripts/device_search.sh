@@ -71,7 +71,7 @@ PY
 
 case "$MODE" in
   start)   # start MINUTES G
-    env_report; launch "$3" "$2"; watch "$3" 560
+    env_report; launch "$3" "$2"; watch "$3" 470
     if running "$3"; then echo "still running: collect in the next call"; cp "$STATE/gpu$3.log" "$OUT/"; else collect "$3"; fi ;;
   collect) # collect COUNTS
     for g in $2; do
