@@ -5,19 +5,24 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from triton import knobs
-
 from kernels.harness.compile_stats import install_compile_counter
 from kernels.harness.precompile import CompileTarget, compile_only
-from tests.kernels.test_precompile import KERNEL_CANDIDATE, needs_ptxas
+from tests.kernels.test_precompile import KERNEL_CANDIDATE, isolated, needs_ptxas
+
+# Every test imports Triton un-interpreted, so each runs in its own process (see test_precompile).
 
 
 def _notify(cache_hit: bool, name: str = "k") -> None:
+    from triton import knobs
+
     knobs.compilation.listener(src=SimpleNamespace(name=name), metadata={}, metadata_group={}, times=None,
                                cache_hit=cache_hit)
 
 
+@isolated
 def test_counts_both_outcomes_and_keeps_the_earlier_listener(monkeypatch):
+    from triton import knobs
+
     seen: list[bool] = []
 
     def earlier(*, src, metadata, metadata_group, times, cache_hit):
@@ -39,7 +44,10 @@ def test_counts_both_outcomes_and_keeps_the_earlier_listener(monkeypatch):
     assert knobs.compilation.listener is earlier
 
 
+@isolated
 def test_remove_leaves_a_listener_installed_after_it(monkeypatch):
+    from triton import knobs
+
     monkeypatch.setattr(knobs.compilation, "listener", None)
     first = install_compile_counter()
     first_hook = knobs.compilation.listener
@@ -53,8 +61,10 @@ def test_remove_leaves_a_listener_installed_after_it(monkeypatch):
 
 
 @needs_ptxas
+@isolated
 def test_real_compiles_then_hits_from_the_disk_cache(tmp_path, monkeypatch):
     import torch
+    from triton import knobs
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from kernels.candidate import load_candidate

@@ -3,12 +3,19 @@
 Real CUDA compiles need ptxas (Triton's own or one on PATH); tests that compile skip without
 one.  The interception path itself (fake CUDA inputs, target-only driver, launch turned into a
 compile request) runs everywhere: ``jit_cache_hook`` records each compile request and vetoes it.
+
+Tests that import Triton without ``TRITON_INTERPRET=1`` run in a fresh interpreter (``isolated``):
+Triton decides at import whether its own ``@jit`` helpers (``tl.sum``'s combine functions, ...)
+are interpreted, and the suite's interpreter tests fail in a process that imported it otherwise.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -52,12 +59,32 @@ def _write(tmp_path: Path, name: str, source: str) -> Path:
 
 
 def _can_compile_for_cuda() -> bool:
-    try:
-        from triton.backends.nvidia.compiler import get_ptxas
-
-        return Path(get_ptxas(90).path).is_file()
-    except Exception:
+    """Whether Triton will find a ptxas (its own, TRITON_PTXAS_PATH or PATH), without importing Triton."""
+    spec = importlib.util.find_spec("triton")
+    if spec is None or not spec.submodule_search_locations:
         return False
+    bundled = Path(list(spec.submodule_search_locations)[0]) / "backends" / "nvidia" / "bin" / "ptxas"
+    return bundled.is_file() or Path(os.environ.get("TRITON_PTXAS_PATH", "/nonexistent")).is_file() or bool(
+        shutil.which("ptxas"))
+
+
+def isolated(test):
+    """Run ``test`` in a fresh pytest process without TRITON_INTERPRET (see the module docstring)."""
+
+    @functools.wraps(test)
+    def wrapper(*args, **kwargs):
+        if os.environ.get("QRSEARCH_TRITON_ISOLATED") == "1":
+            return test(*args, **kwargs)
+        node = os.environ["PYTEST_CURRENT_TEST"].rsplit(" (", 1)[0]
+        env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTEST_CURRENT_TEST")}
+        env["QRSEARCH_TRITON_ISOLATED"] = "1"
+        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                                 "-W", "ignore::UserWarning", node], cwd=ROOT, env=env, capture_output=True,
+                                text=True, timeout=900)
+        assert result.returncode == 0, result.stdout[-4000:]
+        assert " passed" in result.stdout, result.stdout[-2000:]  # ran, not skipped or deselected
+
+    return wrapper
 
 
 needs_ptxas = pytest.mark.skipif(not _can_compile_for_cuda(), reason="no ptxas to compile CUDA kernels with")
@@ -126,6 +153,7 @@ def test_shapes_parse_and_reject_bad_input():
     ("import no_such_module_qrsearch\n", "import failed: ModuleNotFoundError"),
     ("def custom_kernel(A):\n    raise ValueError('bad\\nsecond line')\n", "ValueError: bad"),
 ])
+@isolated
 def test_a_failing_candidate_gives_a_one_line_error(tmp_path, clean_env, source, expected):
     report = precompile_in_process(_write(tmp_path, "bad.py", source), [(2, 8), (2, 16)], CompileTarget())
     assert not report.ok
@@ -134,6 +162,7 @@ def test_a_failing_candidate_gives_a_one_line_error(tmp_path, clean_env, source,
     assert report.shapes == []
 
 
+@isolated
 def test_one_failing_shape_keeps_the_others(tmp_path, clean_env):
     candidate = _write(tmp_path, "picky.py", '''
         def custom_kernel(A):
@@ -193,6 +222,7 @@ def test_a_stale_report_is_removed_when_a_new_precompile_starts(tmp_path, clean_
     assert report is not None and not report.ok and "no such candidate file" in report.error
 
 
+@isolated
 def test_launches_become_compile_requests_for_the_target(tmp_path, clean_env):
     """Without compiling: the JIT's own cache hook sees each request (and vetoes it)."""
     import torch
@@ -232,6 +262,7 @@ def test_launches_become_compile_requests_for_the_target(tmp_path, clean_env):
     assert (torch.cuda.get_device_properties, torch.geqrf, JITFunction.run) == originals
 
 
+@isolated
 def test_stub_addresses_keep_the_alignment_of_views():
     import torch
 
