@@ -128,7 +128,8 @@ def run_case(kernel: Callable, case: Case, job: Job, device: torch.device, clock
     profile_s: float | None = None
     try:
         if job.mode == "verify" or job.gate:
-            verdict, _, _ = call_verified(kernel, case, case.seed, device)
+            verdict, _, _ = call_verified(kernel, case, case.seed, device,
+                                          exact_q=case.name not in job.fast_gate_cases)
         else:
             verdict = VerifyResult(ok=True, message="gated by an earlier verify-mode job")
         stats: TimingStats | None = None
@@ -166,6 +167,17 @@ def run_case(kernel: Callable, case: Case, job: Job, device: torch.device, clock
                       wall_s=time.perf_counter() - began, profile_s=profile_s), False
 
 
+def _compile_counter() -> Any:
+    """Counts Triton JIT compiles and cache hits in this process (the precompile's hit rate),
+    or None where Triton or the counter is unavailable."""
+    try:
+        from kernels.harness.compile_stats import install_compile_counter
+
+        return install_compile_counter()
+    except Exception:  # no triton (CPU-only torch) or a Triton without the hooks: no counts
+        return None
+
+
 def pick_device(requested: str) -> torch.device:
     if requested == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -197,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     device = pick_device(job.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
     reporter.send("ready", device=str(device), device_name=name, versions=versions(), pid=os.getpid())
+    counter = _compile_counter()
     trusted = _trusted()
     candidate = Path(job.candidate).resolve()
     try:
@@ -217,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
             os._exit(3)
         if job.fail_fast and not result.ok:
             break
+    if counter is not None:
+        reporter.send("jit", compiled=counter.compiled, cache_hits=counter.cache_hits)
     reporter.send("done")
     sys.stdout.flush()
     # Skip interpreter teardown: a candidate's atexit or finalizers cannot change what was reported.

@@ -23,6 +23,10 @@ class Job(BaseModel):
     # In bench mode, first gate each case with one reference-verified call on its own seed.
     # False only where that exact call already passed in an earlier verify-mode job.
     gate: bool = True
+    # Cases (by name) whose verify-mode gate call is checked with the fast float64 Q
+    # (kernels.verify.householder_q64) instead of the reference householder_product: the
+    # search's bench-case gates, where the reference costs ~1 s per 640x512 batch on CUDA.
+    fast_gate_cases: frozenset[str] = frozenset()
     policy: TimingPolicy = Field(default_factory=TimingPolicy)
 
     @field_validator("policy", mode="before")

@@ -110,6 +110,12 @@ class SuiteReport(BaseModel):
     wall_s: float = 0.0
     # Set when the evaluation process itself never came up (not the candidate's fault).
     infra_error: str | None = None
+    # Seconds from handing a job to a child until it was ready (a spare still importing torch
+    # shows here); in a parallel report the longest group's.
+    startup_s: float = 0.0
+    # Triton JIT compiles and cache hits the children counted (a precompiled candidate hits).
+    jit_compiled: int = 0
+    jit_cache_hits: int = 0
 
     @property
     def ok(self) -> bool:

@@ -88,6 +88,16 @@ class ChildProcess:
             self.warm = message is not None and message.get("type") == "warm"
         return self.warm
 
+    def pin(self, cpus: frozenset[int]) -> bool:
+        """Restrict every thread of the child (torch's pools included) to ``cpus``, so a timing
+        child keeps off the cores that compile ahead.  False where the OS does not allow it."""
+        try:
+            for tid in os.listdir(f"/proc/{self.proc.pid}/task"):
+                os.sched_setaffinity(int(tid), cpus)
+        except (OSError, AttributeError, ValueError):
+            return False
+        return True
+
     def submit(self, job_path: Path) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.write(f"{job_path}\n".encode())
@@ -149,6 +159,9 @@ class _Attempt:
     versions: dict[str, str] = field(default_factory=dict)
     stopped: bool = False  # the child ended before finishing its cases
     infra_error: str | None = None  # the child died or hung before it was ready
+    startup_s: float = 0.0  # job handed over -> the child said it was ready
+    jit_compiled: int = 0
+    jit_cache_hits: int = 0
 
 
 def _tail_line(text: str) -> str:
@@ -164,7 +177,8 @@ def _run_attempt(child: ChildProcess, job: Job, indices: list[int], limits: RunL
         job_path = Path(handle.name)
     try:
         child.submit(job_path)
-        deadline = time.monotonic() + limits.startup_timeout_s
+        submitted = time.monotonic()
+        deadline = submitted + limits.startup_timeout_s
         current: int | None = None
         phase = "starting the evaluation process"
         while True:
@@ -199,6 +213,7 @@ def _run_attempt(child: ChildProcess, job: Job, indices: list[int], limits: RunL
                 return attempt
             kind = message.get("type")
             if kind == "ready":
+                attempt.startup_s = time.monotonic() - submitted
                 attempt.device = message["device"]
                 attempt.device_name = message["device_name"]
                 attempt.versions = message["versions"]
@@ -220,6 +235,9 @@ def _run_attempt(child: ChildProcess, job: Job, indices: list[int], limits: RunL
                     on_case(indices[local], result)
                 current = None
                 deadline = time.monotonic() + limits.case_timeout_s
+            elif kind == "jit":
+                attempt.jit_compiled = int(message.get("compiled", 0))
+                attempt.jit_cache_hits = int(message.get("cache_hits", 0))
             elif kind == "done":
                 return attempt
     finally:
@@ -240,19 +258,23 @@ def run_candidate(
     keep_going: bool = False,
     fail_fast: bool = False,
     gate: bool = True,
+    fast_gate_cases: frozenset[str] = frozenset(),
     on_case: Callable[[int, CaseResult], None] | None = None,
     spawn: Callable[[], ChildProcess] = ChildProcess,
 ) -> SuiteReport:
     """Evaluate a candidate file on ``cases`` in child processes and report every case.
 
     ``gate=False`` (bench mode) skips each case's reference-verified first call because an
-    earlier verify-mode job ran that exact call; every timed output is still verified."""
+    earlier verify-mode job ran that exact call; every timed output is still verified.
+    ``fast_gate_cases`` names cases whose gate call is checked with the fast float64 Q."""
     started = time.monotonic()
     path = Path(candidate).resolve()
     cases = list(cases)
     results: dict[int, CaseResult] = {}
     info = _Attempt()
     infra_error: str | None = None
+    startup_s = 0.0
+    jit = [0, 0]
     problems = screen_source(path.read_text(encoding="utf-8", errors="replace")) if path.is_file() else []
     if problems:
         reason = "rejected by the source screen: " + "; ".join(problems[:5])
@@ -260,12 +282,15 @@ def run_candidate(
     remaining = [i for i in range(len(cases)) if i not in results]
     while remaining:
         job = Job(candidate=str(path), cases=[cases[i] for i in remaining], mode=mode, profile=profile,
-                  device=device, policy=policy, fail_fast=fail_fast, gate=gate)
+                  device=device, policy=policy, fail_fast=fail_fast, gate=gate, fast_gate_cases=fast_gate_cases)
         attempt = _run_attempt(spawn(), job, remaining, limits, on_case)
         if attempt.device != "unknown":
             info.device, info.device_name, info.versions = attempt.device, attempt.device_name, attempt.versions
         results.update(attempt.results)
         infra_error = infra_error or attempt.infra_error
+        startup_s += attempt.startup_s
+        jit[0] += attempt.jit_compiled
+        jit[1] += attempt.jit_cache_hits
         if (attempt.stopped and not keep_going) or (fail_fast and any(not r.ok for r in attempt.results.values())):
             break
         remaining = [i for i in remaining if i not in results]
@@ -277,6 +302,7 @@ def run_candidate(
         candidate=str(candidate), suite=suite, mode="bench" if mode == "bench" else "verify",
         device=info.device, device_name=info.device_name, versions=info.versions,
         cases=[results[i] for i in range(len(cases))], wall_s=time.monotonic() - started, infra_error=infra_error,
+        startup_s=startup_s, jit_compiled=jit[0], jit_cache_hits=jit[1],
     )
 
 
@@ -329,4 +355,6 @@ def run_candidate_parallel(candidate: str | Path, cases: Iterable[Case], *, proc
     return SuiteReport(
         candidate=str(candidate), suite=suite, mode="verify", device=known.device,
         device_name=known.device_name, versions=known.versions, cases=[merged[i] for i in range(len(cases))],
-        wall_s=time.monotonic() - started, infra_error=next((r.infra_error for r in reports if r.infra_error), None))
+        wall_s=time.monotonic() - started, infra_error=next((r.infra_error for r in reports if r.infra_error), None),
+        startup_s=max(r.startup_s for r in reports), jit_compiled=sum(r.jit_compiled for r in reports),
+        jit_cache_hits=sum(r.jit_cache_hits for r in reports))
