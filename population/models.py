@@ -41,6 +41,9 @@ class State(StrEnum):
     CRASHED = "crashed"
     TIMEOUT = "timeout"
     REJECTED = "rejected"
+    # Passed its gates but was clearly slower than its structure's best on the cheap timing
+    # screen, so it was never fully benched: no fitness, never a champion, not a failure.
+    SCREENED = "screened"
 
     @property
     def is_terminal(self) -> bool:
@@ -48,7 +51,7 @@ class State(StrEnum):
 
     @property
     def is_failure(self) -> bool:
-        return self.is_terminal and self is not State.VERIFIED
+        return self.is_terminal and self not in (State.VERIFIED, State.SCREENED)
 
     @property
     def is_in_flight(self) -> bool:
@@ -222,6 +225,15 @@ class EvalResult(_Measured):
     # Where the evaluation's wall time went: "verify" and "bench" stages, and within the
     # bench stage "rechecks" (verifying warm-up and timed outputs) and "profile".
     stage_seconds: dict[str, float] = Field(default_factory=dict)
+    # Triton JIT in the evaluation's children ("compiled", "cache_hits") and its compile-ahead
+    # ("ahead_kernels_compiled", "ahead_kernels_cached", "ahead_done" 1/0).
+    jit: dict[str, float] = Field(default_factory=dict)
+    # "full": timed on every bench case; "screen": only on the cascade's screen cases (a
+    # screened candidate). ``screen`` then holds geomean_ms (its screen geomean), bar_ms (its
+    # structure best's on the same cases), margin, and estimate_ms (the best's fitness scaled
+    # by geomean_ms / bar_ms: what Optuna is told).
+    fidelity: str = "full"
+    screen: dict[str, float] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _positive_time(self) -> EvalResult:

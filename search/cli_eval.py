@@ -53,8 +53,14 @@ def _check_inputs(file: Path, suite: Optional[str], mode: str) -> str:
 
 
 def _run(file: Path, suite: str, mode: str, timeout: float, keep_going: bool, profile: bool,
-         device: str, label: str) -> SuiteReport:
+         device: str, label: str, only: Optional[str] = None) -> SuiteReport:
     cases = get_suite(suite)
+    if only:
+        wanted = [name.strip() for name in only.split(",") if name.strip()]
+        unknown = sorted(set(wanted) - {c.name for c in cases})
+        if unknown:
+            raise typer.BadParameter(f"not cases of {suite}: {', '.join(unknown)}", param_hint="--cases")
+        cases = tuple(c for c in cases if c.name in wanted)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err_console, transient=True) as progress:
         task = progress.add_task(f"{label} ({suite})", total=len(cases))
@@ -153,6 +159,8 @@ def bench_command(
     baseline_json: Optional[Path] = typer.Option(
         None, help="reuse torch.geqrf timings from an earlier --json of this suite on this device"),
     device: str = typer.Option("auto", help="auto, cpu or cuda"),
+    cases: Optional[str] = typer.Option(None, "--cases", help="only these cases of the suite (comma-separated "
+                                        "names, e.g. a family's domain as the search timed it)"),
 ) -> None:
     """Verify, then time candidates against torch.geqrf (exit 1 if any case fails, timing included).
 
@@ -162,7 +170,8 @@ def bench_command(
     reports: list[SuiteReport] = []
     all_ok = True
     for file in files:
-        report = _run(file, suite, "bench", timeout, keep_going, profile, device, f"benchmarking {file.name}")
+        report = _run(file, suite, "bench", timeout, keep_going, profile, device, f"benchmarking {file.name}",
+                      only=cases)
         failure = _load_failure(report)
         if failure:
             err_console.print(f"[red]error:[/] {file}: {failure}")

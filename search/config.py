@@ -52,6 +52,24 @@ class EvaluationConfig(_Section):
     verify_processes: int = Field(
         4, ge=1, description="child processes that verify a candidate at once, its cases grouped by n, so its "
         "kernels compile in parallel (capped at the CPU count); timing always has the device alone")
+    family_domains: bool = Field(
+        True, description="verify and time each family only on the suites' cases inside its declared range of n "
+        "(its domain; fitness is the geomean there); the composite export takes each case's best over all families")
+    fast_gates: bool = Field(
+        True, description="check the bench cases' gate calls with the fast float64 Q; the verify suite keeps the "
+        "reference householder_product construction")
+    screen_cases: int = Field(
+        2, ge=0, description="the cascade: a child of a structure with a verified best is first gated and timed on "
+        "one case of each of this many sizes n of its domain, and stops there (state screened) if it is more than "
+        "screen_margin times slower than that best on them; 0: every child gets the full bench")
+    screen_margin: float = Field(1.2, gt=1, description="how much slower than its structure best a child may be on "
+                                 "the screen and still get the full bench")
+    pause_compiles_while_timing: bool = Field(
+        True, description="stop the compile-ahead processes (SIGSTOP) while a candidate is timed: a busy host "
+        "slowed launch-bound cases 7-22% in an H200 search; off: compiles never pause (more throughput)")
+    compile_ahead: int = Field(
+        2, ge=0, description="candidates queued per evaluator beyond the one it runs; their Triton kernels are "
+        "compiled ahead (CUDA hidden, on CPUs the timing child does not use) into the run's cache; 0: off")
 
     @field_validator("verify_suite", "bench_suite")
     @classmethod

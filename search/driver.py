@@ -21,10 +21,13 @@ from rich.console import Console
 from rich.live import Live
 
 import kernels.families as registry
+from kernels.suites import get_suite
 from population.errors import RunStoreError
 from population.rng import derived_rng
 from population.run import Run
+from search.compile_ahead import evaluator_env
 from search.config import ConfigError, RunConfig
+from search.domains import describe_domains
 from search.llm import LLMClient, LLMPool
 from search.loop import SearchLoop, seed_children
 from search.progress import best_per_family, describe_evaluation_seconds, evaluation_seconds, render
@@ -151,9 +154,12 @@ def execute(session: Session, address: str | None, console: Console, grace_s: fl
         _check_device(config, gpus, interpret)
         pool = RayPool(workdir=run_dir / "work", gpus=gpus, cpu_evaluators=config.ray.cpu_evaluators,
                        cpus_per_evaluator=config.ray.cpus_per_evaluator,
-                       env_extra={"TRITON_INTERPRET": "1"} if interpret else {})
+                       env_extra=evaluator_env(run_dir, interpret), lookahead=config.evaluation.compile_ahead)
         kind = f"{gpus} GPU evaluator(s)" if gpus else f"{pool.size} CPU evaluator(s) (Triton interpreter)"
         log(f"run {run_dir}: {kind}; families {', '.join(f.name for f in config.families)}")
+        if config.evaluation.family_domains:
+            searched = {f.name: registry.FAMILIES[f.name] for f in config.families}
+            log("timed on its domain: " + "; ".join(describe_domains(searched, list(get_suite(config.evaluation.bench_suite)))))
         if config.llm.enabled:
             llm = LLMPool(LLMClient(config.llm))
             log(f"LLM mutation on: {config.llm.base_url} ({', '.join(m.name for m in config.llm.models)})")

@@ -26,6 +26,8 @@ from population.models import Candidate, EvalResult, NewCandidate, Origin, State
 from population.rng import rng_state_to_json
 from population.run import Run
 from search.config import RunConfig
+from search.cascade import plan_screen, structure_best
+from search.domains import domain_cases
 from search.llm import LLMError, LLMPool
 from search.pool import Completed, EvaluatorPool, Lost
 from search.proposer import NOTE_KEY, TRIAL_KEY, Child, KernelFamily, LLMJob, Proposer, RejectedEdit
@@ -143,6 +145,9 @@ class SearchLoop:
             self.log(f"stopping: {reason}")
             for job in self.llm_jobs:
                 job.future.cancel()
+            # Requests queued behind a running one (compile-ahead lookahead) have not started: pending again.
+            for cid in getattr(self.pool, "withdraw_queued", lambda: [])():
+                self.run.requeue(cid)
 
     # --- evaluations ---------------------------------------------------------------------
 
@@ -154,7 +159,10 @@ class SearchLoop:
                 return
             self.run.add_counters({"gpu_evaluations": 1, f"state/{outcome.state.value}": 1,
                                    "busy_seconds": outcome.busy_s})
-        self._tell_tuner(outcome.candidate_id, result.geomean_ms if outcome.state is State.VERIFIED else None)
+        told = result.geomean_ms if outcome.state is State.VERIFIED else None
+        if outcome.state is State.SCREENED:
+            told = result.screen.get("estimate_ms")  # the screened value, on the fitness scale
+        self._tell_tuner(outcome.candidate_id, told)
         self.stats.evaluations += 1
         self.stats.by_state[outcome.state.value] += 1
         cand = report.candidate
@@ -185,15 +193,23 @@ class SearchLoop:
     def _request(self, cand: Candidate) -> EvalRequest:
         cid = cand.id
         ev = self.config.evaluation
+        family = self.families.get(cand.family) if ev.family_domains else None
+        verify_cases = domain_cases(self.verify_cases, family) if family is not None else self.verify_cases
+        bench_cases = domain_cases(self.bench_cases, family) if family is not None else self.bench_cases
+        screen = None
+        if ev.screen_cases and cand.origin is not Origin.SEED and cand.family != BASELINE_FAMILY:
+            best, fitness = structure_best(self.run, cand)
+            screen = plan_screen(bench_cases, ev.screen_cases, ev.screen_margin, best, fitness)
         return EvalRequest(
             candidate_id=cid, family=cand.family, source=self.run.source(cand),
-            verify_suite=ev.verify_suite, verify_cases=self.verify_cases, bench_suite=ev.bench_suite,
-            bench_cases=self.bench_cases, device=ev.device, case_timeout_s=ev.case_timeout_s,
+            verify_suite=ev.verify_suite, verify_cases=verify_cases, bench_suite=ev.bench_suite,
+            bench_cases=bench_cases, device=ev.device, case_timeout_s=ev.case_timeout_s,
             startup_timeout_s=ev.startup_timeout_s, min_reps=ev.min_reps, max_reps=ev.max_reps,
             max_seconds_per_case=ev.max_seconds_per_case, target_rel_stderr=ev.target_rel_stderr,
             # Profiles feed LLM prompts only: none for the reference, none while no LLM is configured.
             profile=ev.profile and self.llm is not None and cand.family != BASELINE_FAMILY,
-            verify_processes=ev.verify_processes)
+            verify_processes=ev.verify_processes, fast_gates=ev.fast_gates, screen=screen,
+            pause_compiles=ev.pause_compiles_while_timing)
 
     def _dispatch(self) -> None:
         free = self.pool.free_slots()

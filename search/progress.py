@@ -14,7 +14,7 @@ from search.loop import SearchLoop
 from search.speedup import BASELINE_FAMILY, with_speedups
 
 
-STAGES = ("verify", "bench", "rechecks", "profile")
+STAGES = ("verify", "bench", "rechecks", "profile", "compile_wait", "startup", "screen")
 
 
 def evaluation_seconds(store: RunStore, last: int = 200) -> dict[str, float]:
@@ -22,6 +22,7 @@ def evaluation_seconds(store: RunStore, last: int = 200) -> dict[str, float]:
     stage (``rechecks`` and ``profile`` are parts of ``bench``); empty before any result."""
     totals = {key: 0.0 for key in ("total", *STAGES)}
     count = 0
+    hits = compiled = 0.0
     for cand in store.list_candidates(newest_first=True, limit=last):
         result = store.get_result(cand.id)
         if result is None or not result.stage_seconds or result.eval_seconds is None:
@@ -30,7 +31,14 @@ def evaluation_seconds(store: RunStore, last: int = 200) -> dict[str, float]:
         totals["total"] += result.eval_seconds
         for key in STAGES:
             totals[key] += result.stage_seconds.get(key, 0.0)
-    return {key: value / count for key, value in totals.items()} if count else {}
+        hits += result.jit.get("cache_hits", 0.0)
+        compiled += result.jit.get("compiled", 0.0)
+    if not count:
+        return {}
+    means = {key: value / count for key, value in totals.items()}
+    # The JIT cache hit rate of the evaluation children (precompiled kernels load from the cache).
+    means["jit_cache_hit_rate"] = hits / (hits + compiled) if hits + compiled else None  # type: ignore[assignment]
+    return means
 
 
 def describe_evaluation_seconds(means: dict[str, float]) -> str:
@@ -38,7 +46,9 @@ def describe_evaluation_seconds(means: dict[str, float]) -> str:
         return "evaluation time: no evaluation recorded yet"
     return (f"evaluation time (mean): {means['total']:.1f} s = verify stage {means['verify']:.1f} s + bench stage "
             f"{means['bench']:.1f} s (re-checking outputs {means['rechecks']:.1f} s, profiling "
-            f"{means['profile']:.1f} s)")
+            f"{means['profile']:.1f} s); waiting for compile-ahead {means.get('compile_wait', 0.0):.1f} s, "
+            f"for evaluation processes {means.get('startup', 0.0):.1f} s; JIT cache hit rate "
+            + ("-" if means.get("jit_cache_hit_rate") is None else f"{100 * means['jit_cache_hit_rate']:.0f}%"))
 
 
 def best_per_family(loop: SearchLoop) -> list[tuple[str, str, float | None, float | None, int]]:
@@ -69,10 +79,10 @@ def render(loop: SearchLoop, title: str) -> Group:
         f"queue {len(loop.queue)}", f"running {len(loop.pool.inflight())}",
         f"evaluators {pool.ready}/{pool.evaluators} busy {100 * pool.mean_busy:.0f}%",
     )
-    failures = {k: v for k, v in s.by_state.items() if k != State.VERIFIED.value}
+    failures = {k: v for k, v in s.by_state.items() if State(k).is_failure}
     llm = loop.llm_off_reason or f"{len(loop.llm_jobs)} in flight"
     head.add_row(
-        "", f"verified {s.by_state.get(State.VERIFIED.value, 0)}",
+        "", f"verified {s.by_state.get(State.VERIFIED.value, 0)} screened {s.by_state.get(State.SCREENED.value, 0)}",
         "failed " + (", ".join(f"{k} {v}" for k, v in sorted(failures.items())) or "0"),
         f"lost {s.lost}", f"LLM: {llm}",
         f"tokens {int(counters.get('llm_prompt_tokens', 0) + counters.get('llm_completion_tokens', 0))} "

@@ -23,6 +23,7 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
+from search.compile_ahead import CompileAhead, split_cpus
 from search.pool import Completed, Lost, PoolEvent, PoolStats
 from search.worker import EvalOutcome, EvalRequest, Worker
 
@@ -58,11 +59,38 @@ class _GpuSampler:
         return sum(self.samples) / len(self.samples) / 100 if self.samples else None
 
 
-@ray.remote(max_restarts=-1, max_task_retries=0)
+def _host_gpu_count() -> int:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return int(pynvml.nvmlDeviceGetCount())
+    except Exception:
+        return 1
+
+
+def _make_worker(workdir: str, env_extra: dict[str, str], name: str, compile_ahead: bool) -> Worker:
+    """The evaluator's Worker: on a GPU, with compile-ahead on its slice of the host's CPUs."""
+    ahead = None
+    timing_cpus = None
+    if compile_ahead and env_extra.get("TRITON_INTERPRET") != "1" and "TRITON_CACHE_DIR" in env_extra:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+        index = int(visible) if visible.isdigit() else 0
+        timing_cpus, compile_cpus = split_cpus(sorted(os.sched_getaffinity(0)), index, _host_gpu_count())
+        try:
+            ahead = CompileAhead(Path(env_extra["TRITON_CACHE_DIR"]), Path(workdir) / name / "ahead",
+                                 sorted(compile_cpus), env_extra=env_extra)
+        except ImportError:  # no ahead-of-time compiler in this build: the JIT compiles in verify
+            ahead = None
+    return Worker(Path(workdir) / name, env_extra, name=name, ahead=ahead, timing_cpus=timing_cpus)
+
+
+# "ahead" runs prefetch (announcing the next candidates) while evaluate runs in the default group.
+@ray.remote(max_restarts=-1, max_task_retries=0, concurrency_groups={"ahead": 1})
 class EvaluatorActor:
-    def __init__(self, workdir: str, env_extra: dict[str, str], name: str) -> None:
+    def __init__(self, workdir: str, env_extra: dict[str, str], name: str, compile_ahead: bool = False) -> None:
         self.name = name
-        self.worker = Worker(Path(workdir) / name, env_extra, name=name)
+        self.worker = _make_worker(workdir, env_extra, name, compile_ahead)
         self.sampler = _GpuSampler() if env_extra.get("TRITON_INTERPRET") != "1" else None
 
     def ping(self) -> dict[str, Any]:
@@ -71,6 +99,10 @@ class EvaluatorActor:
 
     def evaluate(self, request_json: str) -> str:
         return self.worker.evaluate(EvalRequest.model_validate_json(request_json)).model_dump_json()
+
+    @ray.method(concurrency_group="ahead")
+    def prefetch(self, request_json: str) -> bool:
+        return self.worker.prefetch(EvalRequest.model_validate_json(request_json))
 
     def utilization(self) -> float | None:
         return self.sampler.mean() if self.sampler else None
@@ -91,6 +123,9 @@ class _Slot:
     ping: Any = None  # an in-flight ping ref while the actor (re)starts
     ping_sent: float = 0.0
     pid: int | None = None
+    # Requests handed to this evaluator behind the one it runs (announced to it, so their
+    # kernels compile ahead); they start here, in order, and survive an actor restart.
+    queue: list[EvalRequest] = field(default_factory=list)
 
 
 @dataclass
@@ -103,16 +138,20 @@ class _Flight:
 
 @dataclass
 class RayPool:
-    """Implements the loop's EvaluatorPool over Ray actors."""
+    """Implements the loop's EvaluatorPool over Ray actors.
+
+    Each evaluator takes its running request plus up to ``lookahead`` queued ones, so the
+    loop proposes the next candidates early and the evaluator compiles them ahead; the
+    pipeline is the same for every evaluator."""
 
     workdir: Path
     gpus: int
     cpu_evaluators: int = 1
     cpus_per_evaluator: float = 1.0
     env_extra: dict[str, str] = field(default_factory=dict)
+    lookahead: int = 0
     slots: list[_Slot] = field(default_factory=list)
     _flights: dict[Any, _Flight] = field(default_factory=dict)
-    _idle: list[_Slot] = field(default_factory=list)
     created_at: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
@@ -125,7 +164,8 @@ class RayPool:
             options: dict[str, Any] = {"num_cpus": self.cpus_per_evaluator}
             if self.gpus:
                 options["num_gpus"] = 1
-            actor = EvaluatorActor.options(**options).remote(str(self.workdir), env, name)  # type: ignore[attr-defined]
+            actor = EvaluatorActor.options(**options).remote(  # type: ignore[attr-defined]
+                str(self.workdir), env, name, self.lookahead > 0)
             slot = _Slot(name=name, actor=actor, gpu=self.gpus > 0)
             self._send_ping(slot)
             self.slots.append(slot)
@@ -138,12 +178,22 @@ class RayPool:
     def size(self) -> int:
         return len(self.slots)
 
+    def _ready(self) -> list[_Slot]:
+        return [s for s in self.slots if s.ping is None and s.ready_at is not None]
+
+    def _running(self, slot: _Slot) -> bool:
+        return any(f.slot is slot for f in self._flights.values())
+
+    def _load(self, slot: _Slot) -> int:
+        return int(self._running(slot)) + len(slot.queue)
+
     def free_slots(self) -> int:
         self._collect_pings()
-        return len(self._idle)
+        return sum(max(0, 1 + self.lookahead - self._load(s)) for s in self._ready())
 
     def inflight(self) -> list[str]:
-        return [f.request.candidate_id for f in self._flights.values()]
+        return [f.request.candidate_id for f in self._flights.values()] + \
+            [r.candidate_id for s in self.slots for r in s.queue]
 
     def _collect_pings(self) -> None:
         pending = [s for s in self.slots if s.ping is not None]
@@ -160,13 +210,39 @@ class RayPool:
                 slot.ping = None
                 slot.pid = info["pid"]
                 slot.ready_at = slot.ready_at or time.monotonic()
-                self._idle.append(slot)
+                for queued in slot.queue[1:]:
+                    slot.actor.prefetch.remote(queued.model_dump_json())  # a restarted actor knows nothing
+                self._next(slot)
 
     def submit(self, request: EvalRequest) -> None:
-        slot = self._idle.pop(0)
+        ready = [s for s in self._ready() if self._load(s) < 1 + self.lookahead]
+        if not ready:
+            raise RuntimeError("submit() without a free slot")
+        slot = min(ready, key=self._load)
+        request = request.model_copy(update={"dispatched_at": time.time()})
+        if self._running(slot):
+            slot.queue.append(request)
+            slot.actor.prefetch.remote(request.model_dump_json())
+        else:
+            self._start(slot, request)
+
+    def withdraw_queued(self) -> list[str]:
+        """Take back every request not started yet (the loop returns them to pending on stop)."""
+        out = []
+        for slot in self.slots:
+            out += [r.candidate_id for r in slot.queue]
+            slot.queue.clear()
+        return out
+
+    def _start(self, slot: _Slot, request: EvalRequest) -> None:
         ref = slot.actor.evaluate.remote(request.model_dump_json())
         now = time.monotonic()
         self._flights[ref] = _Flight(slot=slot, request=request, started=now, deadline=now + request.deadline_s)
+
+    def _next(self, slot: _Slot) -> None:
+        """Start the slot's next queued request, if it is up and idle."""
+        if slot.queue and slot.ping is None and not self._running(slot):
+            self._start(slot, slot.queue.pop(0))
 
     def poll(self, timeout: float) -> list[PoolEvent]:
         events: list[PoolEvent] = []
@@ -202,15 +278,15 @@ class RayPool:
             outcome = EvalOutcome.model_validate_json(ray.get(ref))
         except RayActorError as exc:
             slot.restarts += 1
-            self._send_ping(slot)
+            self._send_ping(slot)  # its queue starts once the restarted actor answers
             return Lost(candidate_id=flight.request.candidate_id,
                         reason=f"{slot.name} died during the evaluation ({type(exc).__name__})")
         except RayError as exc:
-            self._idle.append(slot)
+            self._next(slot)
             return Lost(candidate_id=flight.request.candidate_id,
                         reason=f"{slot.name}: evaluator error {type(exc).__name__}: {str(exc)[:300]}")
         slot.evaluations += 1
-        self._idle.append(slot)
+        self._next(slot)
         if outcome.infra_error:
             return Lost(candidate_id=outcome.candidate_id, reason=f"{slot.name}: {outcome.infra_error}")
         return Completed(outcome=outcome)

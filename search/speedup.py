@@ -24,5 +24,7 @@ def with_speedups(result: EvalResult, baseline: EvalResult | None) -> EvalResult
     overall = None
     if result.geomean_ms is not None and speedups and all(s for s in speedups):
         overall = math.exp(sum(math.log(s) for s in speedups) / len(speedups))  # type: ignore[arg-type]
-    base_gm = baseline.geomean_ms if len(times) == len(result.cases) else None
+    # The reference's geomean over the same cases (a family is timed on its domain only).
+    base = [times.get(c.case) for c in result.cases]
+    base_gm = math.exp(sum(math.log(t) for t in base) / len(base)) if base and all(base) else None  # type: ignore[arg-type]
     return result.model_copy(update={"cases": tuple(cases), "speedup": overall, "baseline_geomean_ms": base_gm})

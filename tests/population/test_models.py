@@ -20,7 +20,9 @@ def pending(**kw: object) -> Candidate:
 
 def test_state_helpers_partition_the_lifecycle() -> None:
     assert {s for s in State if not s.is_terminal} == {State.PENDING, State.RUNNING}
-    assert {s for s in State if s.is_failure} == set(State) - {State.PENDING, State.RUNNING, State.VERIFIED}
+    # A screened candidate finished without a fitness, but did nothing wrong.
+    assert {s for s in State if s.is_failure} == set(State) - {State.PENDING, State.RUNNING, State.VERIFIED,
+                                                                State.SCREENED}
     assert set(FAILURE_STATES) == {s for s in State if s.is_failure}
 
 

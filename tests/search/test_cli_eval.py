@@ -81,3 +81,16 @@ def test_usage_errors_exit_two(args):
 def test_help(command):
     proc = qrsearch(command, "--help")
     assert proc.returncode == 0 and "--suite" in proc.stdout
+
+
+def test_bench_of_some_cases_times_only_those(tmp_path):
+    from kernels.suites import get_suite
+
+    names = [c.name for c in get_suite("smoke-bench")][1:3]
+    out = tmp_path / "r.json"
+    proc = qrsearch("bench", BASELINE_PATH, "--suite", "smoke-bench", "--no-baseline", "--cases", ",".join(names),
+                    "--json", out)
+    assert proc.returncode == 0, proc.stderr
+    assert [c["name"] for c in json.loads(out.read_text())["cases"]] == names
+    bad = qrsearch("bench", BASELINE_PATH, "--suite", "smoke-bench", "--cases", "dense-1x1-c0")
+    assert bad.returncode == 2 and "not cases of smoke-bench: dense-1x1-c0" in bad.stderr

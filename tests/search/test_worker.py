@@ -125,7 +125,9 @@ def test_no_child_starts_while_a_candidate_is_timed(worker, monkeypatch):
 def test_stage_seconds_say_where_the_time_went(worker):
     out = worker.evaluate(request(BASELINE_PATH.read_text(), profile=True))
     stages = out.result.stage_seconds
-    assert set(stages) == {"verify", "bench", "rechecks", "profile"}
+    assert {"verify", "bench", "rechecks", "profile", "startup", "settle"} <= set(stages)
+    assert set(stages) <= {"verify", "bench", "rechecks", "profile", "startup", "settle", "idle", "queued"}
+    assert 0 <= stages["startup"] < stages["verify"] + stages["bench"]
     assert 0 < stages["rechecks"] < stages["bench"] and 0 < stages["profile"] < stages["bench"]
     assert stages["verify"] + stages["bench"] <= out.result.eval_seconds + 1e-6
     assert all(c.wall_s and c.wall_s > 0 for c in out.result.cases)

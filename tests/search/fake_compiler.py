@@ -1,0 +1,50 @@
+"""A fake ahead-of-time compiler with the interface of kernels.harness.precompile: a real
+child process that waits a little, records what it was asked, and writes a report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Mapping, Sequence
+
+_SCRIPT = r"""
+import json, os, sys, time
+report, shapes, delay, ok = sys.argv[1], json.loads(sys.argv[2]), float(sys.argv[3]), sys.argv[4] == "1"
+time.sleep(delay)
+tmp = report + ".tmp"
+with open(tmp, "w") as fh:
+    json.dump({"ok": ok, "seconds": delay, "shapes": shapes, "kernels_compiled": len(shapes),
+               "kernels_cached": 0, "error": None if ok else "fake compile error",
+               "affinity": sorted(os.sched_getaffinity(0))}, fh)
+os.replace(tmp, report)
+"""
+
+
+class FakeCompiler:
+    def __init__(self, delay: float = 0.3, ok: bool = True) -> None:
+        self.delay = delay
+        self.ok = ok
+        self.calls: list[dict[str, Any]] = []
+
+    def start(self, candidate: Path, shapes: Sequence[tuple[int, int]], *, cache_dir: Path, target: Any,
+              report_path: Path, cpus: Sequence[int] | None = None,
+              env_extra: Mapping[str, str] | None = None) -> subprocess.Popen:
+        self.calls.append({"candidate": Path(candidate), "shapes": list(shapes), "cache_dir": Path(cache_dir),
+                           "cpus": list(cpus) if cpus else None, "report": Path(report_path)})
+        proc = subprocess.Popen([sys.executable, "-c", _SCRIPT, str(report_path), json.dumps(list(shapes)),
+                                 str(self.delay), "1" if self.ok else "0"], start_new_session=True)
+        if cpus:
+            import os
+
+            os.sched_setaffinity(proc.pid, set(cpus))
+        return proc
+
+    @staticmethod
+    def read(report_path: Path) -> SimpleNamespace | None:
+        path = Path(report_path)
+        if not path.exists():
+            return None
+        return SimpleNamespace(**json.loads(path.read_text()))
