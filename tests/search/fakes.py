@@ -134,10 +134,14 @@ class FakeLLMClient:
 class FakeLLMPool:
     """Answers immediately with ``respond(messages)``: text, or an LLMError to raise."""
 
-    def __init__(self, respond: Callable[[list[dict[str, str]]], str | LLMError], concurrency: int = 1) -> None:
-        self.client = FakeLLMClient(LLMConfig(base_url="http://fake/v1", models=[LLMModel(name="fake", usd_per_mtok_in=1,
-                                                                                          usd_per_mtok_out=2)],
-                                              concurrency=concurrency))
+    def __init__(self, respond: Callable[[list[dict[str, str]]], str | LLMError], concurrency: int = 1,
+                 **llm: Any) -> None:
+        # No back-off by default: these loops run without real time passing; tests of the
+        # back-off itself pass backoff_initial_s and friends.
+        settings = dict(base_url="http://fake/v1", models=[LLMModel(name="fake", usd_per_mtok_in=1, usd_per_mtok_out=2)],
+                        concurrency=concurrency, backoff_initial_s=0.0)
+        settings.update(llm)
+        self.client = FakeLLMClient(LLMConfig(**settings))
         self.respond = respond
         self.prompts: list[list[dict[str, str]]] = []
 
