@@ -205,7 +205,8 @@ def model_ledger(counters: Mapping[str, int | float], states: Mapping[str, Any],
     return dict(sorted(out.items()))
 
 
-def read_ledger(store: RunStore, config_models: Sequence[str] = (), now: float | None = None) -> dict[str, dict[str, Any]]:
+def read_ledger(store: RunStore, config_models: Sequence[str] = (),
+                now: float | None = None) -> dict[str, dict[str, Any]]:
     """The ledger of every model the counters or ``config_models`` name (paused as of ``now``)."""
     counters = store.counters(COUNTER_PREFIX)
     names = {key[len(COUNTER_PREFIX):].partition("/")[2] for key in counters} | set(config_models)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from kernels.harness.screen import screen_source
 from kernels.params import PARAMS_BEGIN, PARAMS_END, ParamsError, read_params

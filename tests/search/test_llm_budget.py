@@ -80,6 +80,13 @@ def test_errors_count_as_unusable_answers(store):
     assert read_ledger(store)["a"]["errors"] == 1 and read_ledger(store)["a"]["requests"] == 1
 
 
+def test_model_choice_follows_the_configured_weights(store):
+    b = budget(store, Clock(), models=[LLMModel(name="a", weight=3), LLMModel(name="b", weight=1)])
+    rng = random.Random(0)
+    picks = [b.pick(rng).name for _ in range(2000)]
+    assert 0.7 < picks.count("a") / 2000 < 0.8
+
+
 def test_a_model_with_a_streak_loses_share_of_the_ensemble(store):
     clock = Clock()
     b = budget(store, clock, backoff_initial_s=0.0)

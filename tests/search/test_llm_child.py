@@ -61,7 +61,8 @@ def test_an_unmarked_literal_params_dict_is_marked_and_tunable():
 
 
 def test_a_kept_block_is_kept_and_an_unreadable_one_still_runs():
-    edit = "<<<<<<< SEARCH\n    return torch.geqrf(A)\n=======\n    return torch.geqrf(A.contiguous())\n>>>>>>> REPLACE\n"
+    edit = ("<<<<<<< SEARCH\n    return torch.geqrf(A)\n=======\n    return torch.geqrf(A.contiguous())\n"
+            ">>>>>>> REPLACE\n")
     assert child_file(TOY_SOURCE, edit).params_origin == KEPT
     unreadable = TOY_SOURCE.replace('PARAMS = {\n    "block": 16,\n    "warps": 4,\n    "stages": 2,\n}',
                                     'PARAMS = dict(block=16, warps=4, stages=2)')

@@ -13,7 +13,9 @@ from kernels.families import BASELINE_PATH
 from kernels.params import ParamsError, ParamSpace, read_params
 from population.models import Origin, State
 from search.config import EvaluationConfig, FamilySpec, MutationMix, RunConfig
+from search.inspect_data import RunView
 from search.llm_budget import CHILD_KEY, read_ledger
+from search.report import render_html
 from tests.search.fakes import TOY_SOURCE, FakeLLMPool, FakePool, ToyFamily, failed, toy_time, verified
 from tests.search.test_loop import make_loop
 
@@ -59,7 +61,8 @@ def seventy_percent_unusable(i: int) -> str:
     are evaluated and crash, 5 cannot run and are rejected)."""
     kind = i % 10
     if kind in (0, 9):  # a good edit (a new structure)
-        return f"<<<<<<< SEARCH\ndef custom_kernel(A):\n=======\nV{i} = {i}\n\n\ndef custom_kernel(A):\n>>>>>>> REPLACE\n"
+        return (f"<<<<<<< SEARCH\ndef custom_kernel(A):\n=======\nV{i} = {i}\n\n\n"
+                "def custom_kernel(A):\n>>>>>>> REPLACE\n")
     if kind == 5:  # a bare GPU MODE file
         return f"```python\nimport torch\n\nV = {i}\n\n\ndef custom_kernel(data):\n    return torch.geqrf(data)\n```\n"
     if kind in (3, 7):  # runs, and crashes
@@ -116,10 +119,16 @@ def test_a_prose_only_model_pauses_after_n_rejections_and_optuna_goes_on(tmp_pat
     assert sum(c.origin is Origin.OPTUNA and c.state.is_terminal for c in store.list_candidates()) >= 20
     ledger = read_ledger(store)["fake"]
     assert ledger["paused"] is True and ledger["rejected"] == {"no-code": 5}
+    # The report says so too (its data and its page).
+    view = RunView(cfg.run_dir)
+    assert view.metadata()["llm"]["models"]["fake"] == ledger
+    page = render_html(view, {})
+    assert "<h2>LLM models</h2>" in page and "paused until" in page
 
 
 def test_a_bare_file_reading_params_gets_its_parents_block_back_and_is_tuned(tmp_path, families):
-    body = "import torch\n\nFAST = True\n\n\ndef custom_kernel(A):\n    b = PARAMS['block']\n    return torch.geqrf(A)\n"
+    body = ("import torch\n\nFAST = True\n\n\ndef custom_kernel(A):\n    b = PARAMS['block']\n"
+            "    return torch.geqrf(A)\n")
     answers = iter([f"```python\n{body}```\n"])
     llm = FakeLLMPool(lambda messages: next(answers, PROSE), concurrency=1)
     loop = make_loop(config(tmp_path), families, pool=FakePool(size=1, judge=judge), llm=llm, max_evals=20)
