@@ -27,7 +27,7 @@ from population.rng import rng_state_to_json
 from population.run import Run
 from search.config import RunConfig
 from search.llm import LLMError, LLMPool
-from search.llm_budget import LLMBudget
+from search.llm_budget import DUPLICATE, LLMBudget
 from search.llm_child import RESTORED
 from search.pool import Completed, EvaluatorPool, Lost
 from search.proposer import NOTE_KEY, TRIAL_KEY, Child, KernelFamily, LLMJob, Proposer, RejectedEdit
@@ -310,7 +310,7 @@ class SearchLoop:
                           "completion_tokens": reply.completion_tokens, "cost_usd": reply.cost_usd,
                           "latency_s": round(reply.latency_s, 3), "family": job.family,
                           "parents": [p.id for p in job.parents], "at": time.time()}
-                child_id, kind = None, "duplicate"
+                child_id, kind = None, DUPLICATE
                 if isinstance(made, Child):
                     child_id = self._store_child(made)
                     record.update(child=child_id, params=made.params_origin)
