@@ -12,7 +12,8 @@ Champion rule (what ``tell`` enforces):
    directly.  When the structure has had ``tuning_budget`` evaluations after its
    first (or its deadline passes), its best is compared once with the champion
    by the same rule: faster wins; otherwise it becomes ``matured`` and loses
-   protection.
+   protection.  A structure without parameters (e.g. a GPU MODE file as written)
+   has nothing to tune: it is judged on its first evaluation.
 
 So no judged verified candidate is faster than the champion by more than
 ``min_improvement`` (with 0: the champion is the fastest), and it is never evicted.
@@ -137,7 +138,10 @@ class Family:
                 cause = "improved" if fp == self.champion.fingerprint else "overtook"
                 self._crown(candidate, cause, changed, changes)
 
-        for due in [r for r in self.maturing() if self.policy.is_due(r, self.evals)]:
+        # Parameters are part of a structure (the fingerprint keeps their keys), so an empty
+        # PARAMS means the whole structure has nothing a tuner could try.
+        untunable = fp if candidate.state is not State.REJECTED and not candidate.params else None
+        for due in [r for r in self.maturing() if self.policy.is_due(r, self.evals) or r.fingerprint == untunable]:
             self._conclude(due, changed, changes)
 
         evicted = self._enforce_all()

@@ -15,6 +15,7 @@ from rich.table import Table
 from population.errors import RunStoreError
 from population.store import RunStore
 from search.config import ConfigError, RunConfig, default_config
+from search.llm_budget import config_model_names, describe_model, read_ledger
 from search.loop import STATUS_KEY
 from search.progress import describe_evaluation_seconds, evaluation_seconds
 from search.speedup import BASELINE_FAMILY, with_speedups
@@ -112,6 +113,7 @@ def run_status(run_dir: Path) -> dict[str, Any]:
         champions = store.current_champion_ids()
         baseline = store.get_result(champions[BASELINE_FAMILY]) if BASELINE_FAMILY in champions else None
         seconds = evaluation_seconds(store)
+        llm_models = read_ledger(store, config_model_names(store.config_json()))
         best = {}
         for family, cid in sorted(champions.items()):
             if family == BASELINE_FAMILY:
@@ -139,7 +141,7 @@ def run_status(run_dir: Path) -> dict[str, Any]:
         "evals_per_minute": driver.get("evals_per_minute"), "busy_fraction": driver.get("busy_fraction"),
         "llm_calls": int(counters.get("llm_calls", 0)), "llm_errors": int(counters.get("llm_errors", 0)),
         "llm_tokens": int(counters.get("llm_prompt_tokens", 0) + counters.get("llm_completion_tokens", 0)),
-        "llm_cost_usd": float(counters.get("llm_cost_usd", 0.0)),
+        "llm_cost_usd": float(counters.get("llm_cost_usd", 0.0)), "llm_models": llm_models,
         "baseline_geomean_ms": baseline.geomean_ms if baseline else None,
         "best": best, "sessions": len(sessions), "stop_reason": driver.get("stop_reason"),
         "seconds_per_evaluation": seconds,
@@ -172,6 +174,8 @@ def status_command(
     console.print(describe_evaluation_seconds(data["seconds_per_evaluation"]))
     console.print(f"LLM: {data['llm_calls']} calls, {data['llm_errors']} errors, {data['llm_tokens']} tokens, "
                   f"${data['llm_cost_usd']:.2f}")
+    for model, row in data["llm_models"].items():
+        console.print(describe_model(model, row), highlight=False)
     table = Table(title=f"best per family (torch.geqrf geomean {fmt(data['baseline_geomean_ms'], '.4g')} ms)",
                   title_justify="left")
     for column in ("family", "champion", "geomean ms", "speedup"):

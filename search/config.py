@@ -120,6 +120,18 @@ class LLMConfig(_Section):
     concurrency: int = Field(4, ge=1, description="LLM calls in flight at once")
     recent_attempts: int = Field(6, ge=0, description="recent attempts of the lineage shown in the prompt")
     inspirations: int = Field(2, ge=0, description="other families' champions shown in the prompt")
+    queue_per_evaluator: int = Field(
+        2, ge=0, description="LLM calls in flight plus accepted LLM children not yet evaluated stay at most this "
+        "many per evaluator, plus the concurrency (an instant endpoint cannot outrun the evaluators)")
+    backoff_initial_s: float = Field(1.0, ge=0, description="wait after a model's first unusable answer in a row "
+                                     "(rejected, duplicate or failed call); doubles with each further one")
+    backoff_max_s: float = Field(60.0, ge=0, description="longest wait between a model's requests while its "
+                                 "answers keep being unusable")
+    max_consecutive_rejections: int = Field(
+        20, ge=1, description="unusable answers in a row after which LLM mutation pauses for that model "
+        "(Optuna and crossover go on); an accepted answer resets the count")
+    pause_cooldown_s: float = Field(600.0, gt=0, description="how long a paused model rests; then one request "
+                                    "probes it again")
 
     @property
     def enabled(self) -> bool:

@@ -24,6 +24,8 @@ from kernels.suites import Case, get_suite
 from population.models import Candidate, EvalResult, Origin, State, id_sort_key, result_from_json
 from population.store import RunStore
 from population.store_rows import ChampionEntry
+from search.llm_budget import STATE_KEY as LLM_MODEL_STATE_KEY
+from search.llm_budget import model_ledger
 from search.loop import STATUS_KEY
 from search.proposer import NOTE_KEY, TRIAL_KEY
 from search.speedup import BASELINE_FAMILY, with_speedups
@@ -127,6 +129,8 @@ class RunView:
         self.trials: dict[str, Any] = {}
         note_prefix, trial_prefix = NOTE_KEY.split("{")[0], TRIAL_KEY.split("{")[0]
         self.llm_calls: list[dict[str, Any]] = []
+        self.llm_states: dict[str, Any] = {}  # per model: streak, back-off, pause (search.llm_budget)
+        llm_state_prefix = LLM_MODEL_STATE_KEY.split("{")[0]
         for key, value in conn.execute("SELECT key, value FROM kv WHERE key LIKE 'llm/%' OR key LIKE 'optuna/%'"):
             if key.startswith(note_prefix):
                 self.notes[key[len(note_prefix):]] = json.loads(value)
@@ -134,6 +138,8 @@ class RunView:
                 self.trials[key[len(trial_prefix):]] = json.loads(value)
             elif key.startswith("llm/call/"):
                 self.llm_calls.append(json.loads(value))
+            elif key.startswith(llm_state_prefix):
+                self.llm_states[key[len(llm_state_prefix):]] = json.loads(value)
         self.sources: dict[str, str] = {sha: text for sha, text in conn.execute("SELECT sha256, text FROM blobs")}
 
     def _finish(self) -> None:
@@ -349,7 +355,8 @@ class RunView:
             "llm": {"calls": int(counters.get("llm_calls", 0)), "errors": int(counters.get("llm_errors", 0)),
                     "prompt_tokens": int(counters.get("llm_prompt_tokens", 0)),
                     "completion_tokens": int(counters.get("llm_completion_tokens", 0)),
-                    "cost_usd": float(counters.get("llm_cost_usd", 0.0)), "by_model": dict(models)},
+                    "cost_usd": float(counters.get("llm_cost_usd", 0.0)), "by_model": dict(models),
+                    "models": model_ledger(counters, self.llm_states)},
         }
 
     # --- progress and failures ----------------------------------------------------------------

@@ -10,7 +10,6 @@ GPU evaluation; every call's tokens, cost and latency are reported back.
 from __future__ import annotations
 
 import os
-import random
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -55,10 +54,6 @@ class LLMClient:
         self.config = config
         self._client = openai.OpenAI(base_url=config.base_url, api_key=api_key, timeout=config.timeout_s,
                                      max_retries=config.max_retries)
-
-    def pick_model(self, rng: random.Random) -> LLMModel:
-        models = self.config.models
-        return rng.choices(models, weights=[m.weight for m in models], k=1)[0]
 
     def complete(self, messages: list[dict[str, str]], model: LLMModel) -> LLMReply:
         began = time.monotonic()

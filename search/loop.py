@@ -29,6 +29,8 @@ from search.config import RunConfig
 from search.cascade import plan_screen, structure_best
 from search.domains import domain_cases
 from search.llm import LLMError, LLMPool
+from search.llm_budget import DUPLICATE, LLMBudget
+from search.llm_child import RESTORED
 from search.pool import Completed, EvaluatorPool, Lost
 from search.proposer import NOTE_KEY, TRIAL_KEY, Child, KernelFamily, LLMJob, Proposer, RejectedEdit
 from search.speedup import BASELINE_FAMILY, with_speedups
@@ -72,8 +74,7 @@ class SearchLoop:
         self.llm = llm
         self.llm_jobs: list[LLMJob] = []
         self.llm_off_reason: str | None = None if llm is not None else "no LLM endpoint configured"
-        self.llm_failures = 0
-        self.llm_paused_until = 0.0
+        self.llm_budget = LLMBudget(llm.client.config, run.store, log) if llm is not None else None
         self.queue: collections.deque[str] = collections.deque()
         self.losses: collections.Counter = collections.Counter()
         self.stats = LoopStats()
@@ -159,6 +160,8 @@ class SearchLoop:
                 return
             self.run.add_counters({"gpu_evaluations": 1, f"state/{outcome.state.value}": 1,
                                    "busy_seconds": outcome.busy_s})
+            if self.llm_budget is not None:
+                self.llm_budget.evaluated(outcome.candidate_id)
         told = result.geomean_ms if outcome.state is State.VERIFIED else None
         if outcome.state is State.SCREENED:
             told = result.screen.get("estimate_ms")  # the screened value, on the fitness scale
@@ -243,8 +246,9 @@ class SearchLoop:
 
     def _propose_now(self) -> bool:
         """An immediate (Optuna or crossover) child for an evaluator that would otherwise idle."""
+        # LLM calls in flight hold their place: their answers must still find room in the budget.
         if self.max_evals is not None and self._evals_committed() + len(self.pool.inflight()) + len(self.queue) \
-                >= self.max_evals:
+                + len(self.llm_jobs) >= self.max_evals:
             return False
         inflight = self._inflight_by_structure()
         for family in self._families_in_order():
@@ -256,7 +260,8 @@ class SearchLoop:
         return False
 
     def _nothing_to_propose(self) -> bool:
-        return not self._propose_now() and (self.llm is None or self.llm_off_reason is not None)
+        return not self._propose_now() and (self.llm_budget is None or self.llm_off_reason is not None
+                                            or self.llm_budget.all_paused())
 
     def _store_child(self, child: Child) -> str:
         with self.run.transaction():
@@ -272,24 +277,33 @@ class SearchLoop:
         return cand.id
 
     def _start_llm_calls(self) -> None:
-        if self.llm is None or self.llm_off_reason or time.monotonic() < self.llm_paused_until:
+        if self.llm is None or self.llm_budget is None or self.llm_off_reason:
             return
         mix = self.config.mutation
         if mix.llm + mix.crossover <= 0:
             return
-        # Jobs count until collected, so an instant answer cannot start calls without end.
-        while self.llm.free_slots > 0 and len(self.llm_jobs) < self.llm.client.config.concurrency:
+        # Jobs count until collected, so an instant answer cannot start calls without end; the
+        # budget bounds calls plus unevaluated LLM children by what the evaluators can take.
+        eval_room = None if self.max_evals is None else \
+            self.max_evals - self._evals_committed() - len(self.pool.inflight()) - len(self.queue)
+        room = self.llm_budget.room(len(self.llm_jobs), self.pool.size, eval_room)
+        while room > 0 and self.llm.free_slots > 0:
+            model = self.llm_budget.pick(self.rng)
             families = self._families_in_order()
-            if not families:
-                return
+            if model is None or not families:
+                return  # every model rests (back-off or pause): Optuna and crossover fill the evaluators
             family = families[0]
             island = self.rng.randrange(len(self.run.population.family(family).islands))
-            job = self.proposer.start_llm(family, island)
+            job = self.proposer.start_llm(family, island, model)
             if job is None:
                 return
             self.llm_jobs.append(job)
+            room -= 1
 
     def _collect_llm(self) -> None:
+        if not self.llm_jobs:
+            return
+        assert self.llm_budget is not None  # jobs exist only with an LLM
         still: list[LLMJob] = []
         for job in self.llm_jobs:
             if not job.future.done():
@@ -300,9 +314,8 @@ class SearchLoop:
             try:
                 reply = job.future.result()
             except LLMError as exc:
-                self._llm_failed(str(exc))
+                self._llm_failed(job, str(exc))
                 continue
-            self.llm_failures = 0
             self.stats.llm_calls += 1
             made = self.proposer.finish_llm(job, reply)
             with self.run.transaction():
@@ -313,28 +326,31 @@ class SearchLoop:
                           "completion_tokens": reply.completion_tokens, "cost_usd": reply.cost_usd,
                           "latency_s": round(reply.latency_s, 3), "family": job.family,
                           "parents": [p.id for p in job.parents], "at": time.time()}
+                child_id, kind = None, DUPLICATE
                 if isinstance(made, Child):
-                    cid = self._store_child(made)
-                    record["child"] = cid
+                    child_id = self._store_child(made)
+                    record.update(child=child_id, params=made.params_origin)
                 elif isinstance(made, RejectedEdit):
                     cand = self.run.add_candidate(made.new)
                     self.run.tell(cand.id, State.REJECTED, reason=made.reason)
-                    record.update(child=cand.id, rejected=made.reason)
+                    record.update(child=cand.id, rejected=made.reason, kind=made.kind)
+                    kind = made.kind
                 else:
                     record["duplicate"] = True
                 self.run.store.set_json(f"llm/call/{int(n):06d}", record)
+                # Counted under the model the job asked for: that is whose share and streak it moves.
+                self.llm_budget.answered(job.model, reply.prompt_tokens, reply.completion_tokens, reply.cost_usd,
+                                         rejection=None if child_id else kind, child=child_id,
+                                         restored=isinstance(made, Child) and made.params_origin == RESTORED)
         self.llm_jobs = still
 
-    def _llm_failed(self, message: str) -> None:
+    def _llm_failed(self, job: LLMJob, message: str) -> None:
+        assert self.llm_budget is not None
         self.stats.llm_errors += 1
-        self.llm_failures += 1
-        self.run.add_counters({"llm_errors": 1})
-        if self.llm_failures >= 3:
-            pause = min(300.0, 15.0 * 2 ** (self.llm_failures - 3))
-            self.llm_paused_until = time.monotonic() + pause
-            self.log(f"LLM call failed ({message}); {self.llm_failures} in a row, pausing LLM calls for {pause:.0f} s")
-        else:
-            self.log(f"LLM call failed: {message}")
+        with self.run.transaction():
+            self.run.store.add_counters({"llm_errors": 1})
+            self.llm_budget.failed(job.model, message)
+        self.log(f"LLM call failed: {message}")
 
     # --- budget and status ---------------------------------------------------------------
 

@@ -81,6 +81,9 @@ def render(loop: SearchLoop, title: str) -> Group:
     )
     failures = {k: v for k, v in s.by_state.items() if State(k).is_failure}
     llm = loop.llm_off_reason or f"{len(loop.llm_jobs)} in flight"
+    if loop.llm_budget is not None and not loop.llm_off_reason:
+        paused = [name for name in loop.llm_budget.state if loop.llm_budget.paused(name)]
+        llm += f", paused: {', '.join(paused)}" if paused else ""
     head.add_row(
         "", f"verified {s.by_state.get(State.VERIFIED.value, 0)} screened {s.by_state.get(State.SCREENED.value, 0)}",
         "failed " + (", ".join(f"{k} {v}" for k, v in sorted(failures.items())) or "0"),

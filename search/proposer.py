@@ -14,13 +14,14 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol
 
-from kernels.params import ParamSpace, ParamsError, read_params, render_params, structure_fingerprint
+from kernels.params import ParamSpace, render_params, structure_fingerprint
 from kernels.suites import get_suite
 from population.models import Candidate, NewCandidate, Origin, canonical_params, source_hash
 from population.run import Run
-from search.config import RunConfig
-from search.edits import EditError, apply_response
+from search.config import LLMModel, RunConfig
+from search.edits import SEARCH_MISMATCH, EditError
 from search.llm import LLMPool, LLMReply
+from search.llm_child import RESTORED, child_file
 from search.prompt import Attempt, Inspiration, ParentView, PromptContext, build_messages
 from search.speedup import BASELINE_FAMILY, with_speedups
 from search.tuning import Proposal, Tuner, TunerExhausted
@@ -59,12 +60,14 @@ class Child:
     new: NewCandidate
     proposal: Proposal | None = None  # the Optuna trial this child answers
     note: str = ""  # the LLM's rationale, shown to later prompts
+    params_origin: str = ""  # an LLM child's PARAMS: kept, marked, restored (the parent's) or none
 
 
 @dataclass(frozen=True)
 class RejectedEdit:
     new: NewCandidate
     reason: str
+    kind: str  # the reason's name in the per-model counters (search.edits, search.llm_child)
 
 
 class Proposer:
@@ -205,7 +208,7 @@ class Proposer:
         out.sort(key=lambda i: -(i.speedup or 0))
         return out[: self.config.llm.inspirations]
 
-    def start_llm(self, family: str, island: int) -> LLMJob | None:
+    def start_llm(self, family: str, island: int, model: LLMModel) -> LLMJob | None:
         assert self.llm is not None
         parent = self.run.select_parent(family, island)
         if parent is None:
@@ -223,7 +226,6 @@ class Proposer:
             space={k: str(v) for k, v in fam.space.dimensions().items()},
             parent=self._view(parent), suite=self.bench_cases, attempts=self._attempts(family),
             inspirations=self._inspirations(family), second_parent=second)
-        model = self.llm.client.pick_model(self.rng)
         future = self.llm.submit(build_messages(ctx), model)
         return LLMJob(future=future, family=family, island=island, parents=parents, model=model.name,
                       submitted=time.monotonic())
@@ -238,24 +240,22 @@ class Proposer:
         parent_ids = tuple(p.id for p in job.parents)
         generation = max(p.generation for p in job.parents) + 1
 
-        def rejected(reason: str) -> RejectedEdit:
+        def rejected(reason: str, kind: str) -> RejectedEdit:
             # The response is kept as the "source" so the record shows what the model said.
             return RejectedEdit(new=NewCandidate(
                 family=job.family, island=job.island, parent_ids=parent_ids, origin=origin, source=reply.text,
-                params={}, fingerprint="unapplied-edit", generation=generation), reason=reason)
+                params={}, fingerprint="unapplied-edit", generation=generation), reason=reason, kind=kind)
 
         try:
-            source = apply_response(self.run.source(parent), reply.text)
+            made = child_file(self.run.source(parent), reply.text)
         except EditError as exc:
-            return rejected(f"edit did not apply: {exc}")
-        try:
-            params: dict[str, Any] = read_params(source)
-        except ParamsError as exc:
-            return rejected(f"edited file has no usable PARAMS block: {exc}")
+            return rejected(f"edit did not apply: {exc}" if exc.kind == SEARCH_MISMATCH else str(exc), exc.kind)
         new = NewCandidate(family=job.family, island=job.island, parent_ids=parent_ids, origin=origin,
-                           source=source, params=params, fingerprint=structure_fingerprint(source),
+                           source=made.source, params=made.params, fingerprint=structure_fingerprint(made.source),
                            generation=generation)
         if not self._fresh(new):
             return None
         note = reply.text.split("<<<<<<<")[0].split("```")[0].strip()[:600]
-        return Child(new=new, note=note)
+        if made.params_origin == RESTORED:
+            note = (note + "\n" if note else "") + f"(its PARAMS block was missing; {parent.id}'s was restored)"
+        return Child(new=new, note=note, params_origin=made.params_origin)

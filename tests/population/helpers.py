@@ -20,7 +20,7 @@ class Maker:
         return Candidate(
             id=candidate_id(self.seq), family=family or self.family, island=island,
             parent_ids=(parent,) if parent else (), origin=Origin.LLM if parent else Origin.SEED,
-            source_sha256=source_hash(f"src {fingerprint} {self.seq}"), params=params or {"n": self.seq},
+            source_sha256=source_hash(f"src {fingerprint} {self.seq}"), params={"n": self.seq} if params is None else params,
             fingerprint=fingerprint, created_at=0.0, updated_at=0.0, state=state,
             reason="" if state is State.VERIFIED else "wrong answer",
             fitness_ms=fitness if state is State.VERIFIED else None)

@@ -53,6 +53,22 @@ def test_without_a_tuning_budget_the_same_idea_is_lost_at_once() -> None:
     assert p.structure("f", "new").status is StructureStatus.MATURED
 
 
+def test_a_structure_without_parameters_is_judged_on_its_first_evaluation() -> None:
+    # Nothing to tune (a GPU MODE file as written): waiting for a tuning budget would wait forever.
+    p, mk = pop(), Maker()
+    champ = tuned_champion(p, mk)
+    slow = mk(1.5, fingerprint="bare-slow", params={})
+    p.tell(slow)
+    assert p.structure("f", "bare-slow").status is StructureStatus.MATURED and p.champion("f").id == champ
+    crashed = mk(None, fingerprint="bare-crash", params={})
+    p.tell(crashed)
+    assert p.structure("f", "bare-crash").status is StructureStatus.RETIRED
+    fast = mk(0.5, fingerprint="bare-fast", params={})
+    report = p.tell(fast)
+    assert [c.cause for c in report.champion_changes] == ["matured"] and p.champion("f").id == fast.id
+    assert p.structure("f", "bare-fast").status is StructureStatus.CHAMPION
+
+
 def test_a_maturing_structure_faster_than_the_champion_waits_for_its_budget() -> None:
     p, mk = pop(), Maker()
     champ = tuned_champion(p, mk)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import random
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable
@@ -127,17 +126,18 @@ class FakeLLMClient:
     def __init__(self, config: LLMConfig) -> None:
         self.config = config
 
-    def pick_model(self, rng: random.Random) -> LLMModel:
-        return self.config.models[0]
-
 
 class FakeLLMPool:
     """Answers immediately with ``respond(messages)``: text, or an LLMError to raise."""
 
-    def __init__(self, respond: Callable[[list[dict[str, str]]], str | LLMError], concurrency: int = 1) -> None:
-        self.client = FakeLLMClient(LLMConfig(base_url="http://fake/v1", models=[LLMModel(name="fake", usd_per_mtok_in=1,
-                                                                                          usd_per_mtok_out=2)],
-                                              concurrency=concurrency))
+    def __init__(self, respond: Callable[[list[dict[str, str]]], str | LLMError], concurrency: int = 1,
+                 **llm: Any) -> None:
+        # No back-off by default: these loops run without real time passing; tests of the
+        # back-off itself pass backoff_initial_s and friends.
+        settings = dict(base_url="http://fake/v1", concurrency=concurrency, backoff_initial_s=0.0,
+                        models=[LLMModel(name="fake", usd_per_mtok_in=1, usd_per_mtok_out=2)])
+        settings.update(llm)
+        self.client = FakeLLMClient(LLMConfig(**settings))
         self.respond = respond
         self.prompts: list[list[dict[str, str]]] = []
 
