@@ -19,6 +19,7 @@ from population.store import RunStore
 from search.cli_checks import non_negative, positive
 from search.config import ConfigError, RunConfig, default_config
 from search.loop import STATUS_KEY
+from search.sessions import session_seconds
 from search.progress import describe_evaluation_seconds, evaluation_seconds
 from search.numbers import ms as fmt_ms, speedup as fmt_speedup
 from search.speedup import BASELINE_FAMILY, with_speedups
@@ -163,24 +164,6 @@ def run_status(run_dir: Path) -> dict[str, Any]:
         "best": best, "sessions": len(sessions), "stop_reason": driver.get("stop_reason"),
         "seconds_per_evaluation": seconds,
     }
-
-
-def session_seconds(sessions: list[dict[str, Any]], updated: float | None) -> float | None:
-    """Time spent inside sessions (not the gaps between a stop and a resume): a session that
-    stamped its end counts to it; one that did not (killed) counts to the next session's start,
-    the last one to the run's latest status update."""
-    if not sessions:
-        return None
-    total = 0.0
-    for index, session in enumerate(sessions):
-        start = session.get("started")
-        if start is None:
-            continue
-        later = sessions[index + 1].get("started") if index + 1 < len(sessions) else updated
-        end = session.get("ended") or later
-        if end is not None:
-            total += max(0.0, end - start)
-    return total
 
 
 def status_command(
