@@ -33,28 +33,33 @@ def _evaluations(run_dir: Path) -> int:
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_signal_with_a_dead_pipe_reader_stops_cleanly(tmp_path, signum):
     run_dir = tmp_path / "piped"
-    # The reader takes one line and exits: after that every write to the driver's stdout is EPIPE.
-    reader = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.buffer.readline()"],
+    # The reader (tee's part) reads until it is killed; after that every write to the driver's
+    # stdout fails with EPIPE.
+    reader = subprocess.Popen([sys.executable, "-c", "import sys\nfor _ in sys.stdin.buffer: pass"],
                               stdin=subprocess.PIPE)
-    driver = subprocess.Popen([sys.executable, "-m", "tests.search.toy_driver", str(run_dir), "launch", "40"],
-                              cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=reader.stdin,
-                              stderr=subprocess.PIPE, start_new_session=True)
+    # stderr to a file, not a pipe nobody drains (Ray's processes inherit it and would block).
+    errors = tmp_path / "stderr.txt"
+    with errors.open("wb") as err_file:
+        driver = subprocess.Popen([sys.executable, "-m", "tests.search.toy_driver", str(run_dir), "launch", "40"],
+                                  cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=reader.stdin,
+                                  stderr=err_file, start_new_session=True)
     reader.stdin.close()
     try:
         deadline = time.monotonic() + 240
         while _evaluations(run_dir) < 2 and time.monotonic() < deadline and driver.poll() is None:
             time.sleep(0.5)
-        assert driver.poll() is None, driver.stderr.read().decode()[-2000:]
+        assert driver.poll() is None, errors.read_text()[-2000:]
         reader.kill()
         reader.wait()
         driver.send_signal(signum)
-        _, stderr = driver.communicate(timeout=240)
+        driver.wait(timeout=240)
     finally:
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
             driver.wait()
-    assert driver.returncode == 128 + signum, stderr.decode()[-2000:]
-    assert b"Traceback" not in stderr, stderr.decode()[-2000:]
+    stderr = errors.read_text()
+    assert driver.returncode == 128 + signum, stderr[-2000:]
+    assert "Traceback" not in stderr, stderr[-2000:]
 
     status = run_status(run_dir)
     name = signal.Signals(signum).name
