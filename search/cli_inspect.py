@@ -23,7 +23,7 @@ from rich.tree import Tree
 from population.errors import RunStoreError
 from population.models import State
 from search.inspect_data import InspectError, Item, Node, RunView
-from search.numbers import ms as fmt_ms, speedup as fmt_speedup
+from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, speedup as fmt_speedup
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, soft_wrap=True)
@@ -81,6 +81,8 @@ def champions_command(
         return
     console.print(champions_table(data))
     console.print(cases_table(data))
+    if on_cpu(data["device"]):
+        console.print(f"[yellow]{CPU_CAVEAT}[/]")
 
 
 def champions_table(data: dict[str, Any]) -> Table:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -21,10 +22,11 @@ from search.config import ConfigError, RunConfig, default_config
 from search.loop import STATUS_KEY
 from search.sessions import session_seconds
 from search.progress import describe_evaluation_seconds, evaluation_seconds
-from search.numbers import ms as fmt_ms, speedup as fmt_speedup
+from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, speedup as fmt_speedup
 from search.speedup import BASELINE_FAMILY, with_speedups
 
-console = Console()
+# Piped output is not squeezed into 80 columns (the tables and log lines stay one per line).
+console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, soft_wrap=True)
 
 HEARTBEAT_S = 30.0
@@ -162,6 +164,7 @@ def run_status(run_dir: Path) -> dict[str, Any]:
         "llm_cost_usd": float(counters.get("llm_cost_usd", 0.0)),
         "baseline_geomean_ms": baseline.geomean_ms if baseline else None,
         "best": best, "sessions": len(sessions), "stop_reason": driver.get("stop_reason"),
+        "device": baseline.device if baseline else None,
         "seconds_per_evaluation": seconds,
     }
 
@@ -201,3 +204,5 @@ def status_command(
     for family, row in data["best"].items():
         table.add_row(family, row["candidate"], fmt_ms(row["geomean_ms"]), fmt_speedup(row["speedup"]))
     console.print(table)
+    if on_cpu(data.get("device")):
+        console.print(f"[yellow]{CPU_CAVEAT}[/]")

@@ -29,7 +29,7 @@ from search.config import ConfigError, RunConfig
 from search.llm import LLMClient, LLMPool
 from search.loop import SearchLoop, seed_children
 from search.budget import budget_progress, describe_budget
-from search.numbers import ms as fmt_ms, speedup as fmt_speedup
+from search.numbers import CPU_CAVEAT, ms as fmt_ms, speedup as fmt_speedup
 from search.pipes import pipe_safe
 from search.progress import best_per_family, describe_evaluation_seconds, evaluation_seconds, render
 from search.tuning import KnownOutcome, Tuner
@@ -189,12 +189,16 @@ def execute(session: Session, address: str | None, console: Console, grace_s: fl
                 loop.run_until_done(on_tick=tick)
             except _Abandon:
                 loop.write_status("stopped")
+        if not console.is_terminal:
+            console.line()  # the last frame of a non-terminal Live ends without a newline
         if signals["first"]:
             # A signal ended the session: the run is stopped (resumable), not finished.
             loop.write_status("stopped")
             log(f"stopped by {signal.Signals(signals['first']).name}; resume with `qrsearch resume {run_dir}`")
         _record_utilization(loop, pool, log)
         _summary(loop, console, run_dir)
+        if interpret:
+            console.print(f"[yellow]{CPU_CAVEAT}[/]")
         return 128 + signals["first"] if signals["first"] else 0
     except KeyboardInterrupt as exc:
         console.print(f"[yellow]{exc or 'interrupted'}[/]; the store is consistent, resume with "

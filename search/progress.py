@@ -71,7 +71,6 @@ def render(loop: SearchLoop, title: str) -> Group:
         f"queue {len(loop.queue)}", f"running {len(loop.pool.inflight())}",
         f"evaluators {pool.ready}/{pool.evaluators} busy {100 * pool.mean_busy:.0f}%",
     )
-    head.add_row("", budget_progress(loop))
     failures = {k: v for k, v in s.by_state.items() if k != State.VERIFIED.value}
     llm = loop.llm_off_reason or f"{len(loop.llm_jobs)} in flight"
     head.add_row(
@@ -87,7 +86,7 @@ def render(loop: SearchLoop, title: str) -> Group:
     for name, cid, ms, speed, evals in best_per_family(loop):
         table.add_row(name, cid, fmt_ms(ms), fmt_speedup(speed),
                       str(evals))
-    parts: list = [head, table]
+    parts: list = [head, Text(budget_progress(loop)), table]
     if s.champions:
         parts.append(Text("\n".join(s.champions[-4:]), style="green"))
     if loop.stop_requested:
