@@ -72,6 +72,7 @@ def _flush_stdout() -> None:
 
 # The exception classes of the click that typer runs on (typer may ship its own copy).
 _click_errors = sys.modules[typer.BadParameter.__module__]
+_Abort = getattr(_click_errors, "Abort", KeyboardInterrupt)  # not every copy has its own Abort
 
 
 def main(argv: Optional[list[str]] = None) -> None:
@@ -88,7 +89,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     except _click_errors.ClickException as exc:
         print(f"error: {exc.format_message()}", file=sys.stderr)
         code = exc.exit_code
-    except (KeyboardInterrupt, _click_errors.Abort):
+    except (KeyboardInterrupt, _Abort):
         print("interrupted", file=sys.stderr)
         code = 130
     finally:

@@ -70,12 +70,17 @@ def _init_ray(config: RunConfig, address: str | None) -> None:
 
     address = address or config.ray.address or os.environ.get("RAY_ADDRESS")
     kwargs: dict = {"include_dashboard": False, "logging_level": "WARNING", "log_to_driver": True}
-    if address:
-        ray.init(address=address, **kwargs)
-    else:
-        if config.ray.fake_gpus:
-            kwargs["num_gpus"] = config.ray.fake_gpus
-        ray.init(**kwargs)
+    try:
+        if address:
+            ray.init(address=address, **kwargs)
+        else:
+            if config.ray.fake_gpus:
+                kwargs["num_gpus"] = config.ray.fake_gpus
+            ray.init(**kwargs)
+    except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception when its node times out
+        where = f"the Ray cluster at {address}" if address else "a local Ray instance"
+        raise DriverError(f"could not start or reach {where}: {' '.join(str(exc).split())}; the run is "
+                          "unchanged, try again (or `qrsearch resume`)") from None
 
 
 def _evaluators(config: RunConfig) -> tuple[int, bool]:
