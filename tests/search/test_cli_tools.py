@@ -134,3 +134,32 @@ def test_elapsed_counts_session_time_not_the_gap_before_a_resume():
     killed = [{"started": 1000.0}, {"started": 1300.0}]
     assert session_seconds(killed, updated=1360.0) == pytest.approx(360.0)
     assert session_seconds([], updated=None) is None
+
+
+INTERPRETED_ONLY = '''import os
+
+import torch
+
+
+def custom_kernel(A):
+    # The family files fall back to torch.geqrf unless Triton runs in the interpreter on a CPU.
+    if not A.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
+        raise RuntimeError("the Triton kernels would not run here")
+    return torch.geqrf(A)
+'''
+
+
+def test_verify_and_bench_on_a_cpu_run_triton_in_the_interpreter(capsys, tmp_path, monkeypatch):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CPU-only behaviour")
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # restored afterwards, whatever the command sets
+    candidate = tmp_path / "interpreted.py"
+    candidate.write_text(INTERPRETED_ONLY)
+    code, out, err = run_cli(capsys, "verify", candidate, "--suite", "smoke-quick")
+    assert code == 0, out + err
+    assert "interpreter" in err
+    code, out, err = run_cli(capsys, "bench", candidate, "--suite", "smoke-quick", "--no-baseline")
+    assert code == 0, out + err
+    assert "not a speed measurement" in out
