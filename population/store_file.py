@@ -119,7 +119,7 @@ class StoreFile:
         # a file that turns out to be damaged or foreign.
         probe: sqlite3.Connection | None = None
         try:
-            probe = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+            probe = sqlite3.connect(_read_uri(path, readonly), uri=True, isolation_level=None)
             probe.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             check_identity(probe, path, integrity=integrity)
             if readonly:
@@ -230,3 +230,13 @@ def _lock(run_dir: Path, path: Path) -> int:
         os.close(fd)
         raise StoreLocked(path, "another process has this run open for writing") from None
     return fd
+
+
+def _read_uri(path: Path, readonly: bool) -> str:
+    """The URI of the validating (and, for readers, the only) connection.  With no ``-wal``
+    file beside the store no writer is live and the last one checkpointed, so a reader opens
+    it ``immutable``: SQLite then creates no ``-shm``/``-wal`` files (``mode=ro`` alone would)."""
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    if readonly and not path.with_name(path.name + "-wal").exists():
+        uri += "&immutable=1"
+    return uri

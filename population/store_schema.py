@@ -97,8 +97,11 @@ def db_path(run_dir: Path) -> Path:
 
 def check_header(path: Path) -> None:
     """Reject what is visibly not ours from the first 100 bytes, before SQLite touches it."""
+    if not path.parent.is_dir():
+        raise StoreNotFound(path.parent, "no such run directory")
     if not path.is_file():
-        raise StoreNotFound(path, "no run store here (expected a file created by RunStore.create)")
+        raise StoreNotFound(path, "no run store here (a run directory holds the run.sqlite that `qrsearch launch` "
+                                  "writes)")
     with open(path, "rb") as fh:
         header = fh.read(100)
     if len(header) < 100:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from typing import Optional
 
 import typer
@@ -20,6 +22,28 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
+def package_version() -> str:
+    try:
+        return version("qrsearch")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"qrsearch {package_version()}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    show_version: Optional[bool] = typer.Option(None, "--version", "-V", is_eager=True, callback=_print_version,
+                                                help="print the version and exit"),
+) -> None:
+    """Evolutionary search for fast, verified batched FP32 QR kernels (torch.geqrf's contract)."""
+
+
 app.command("verify")(verify_command)
 app.command("bench")(bench_command)
 app.command("launch")(launch_command)
@@ -32,9 +56,42 @@ app.command("report")(report_command)
 app.command("export")(export_command)
 
 
-def main(argv: Optional[list[str]] = None) -> None:
+def _flush_stdout() -> None:
+    """Flush stdout now, so a reader that went away (``| head``) costs no traceback and no
+    exit status 120 from the interpreter's own final flush."""
     try:
-        app(args=argv, prog_name="qrsearch")
-    except KeyboardInterrupt:
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+
+
+# The exception classes of the click that typer runs on (typer may ship its own copy).
+_click_errors = sys.modules[typer.BadParameter.__module__]
+_Abort = getattr(_click_errors, "Abort", KeyboardInterrupt)  # not every copy has its own Abort
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    """Every command's usage errors the same way: one line on stderr, exit 2; Ctrl-C exits 130."""
+    try:
+        code = app(args=argv, prog_name="qrsearch", standalone_mode=False)
+    except _click_errors.NoArgsIsHelpError as exc:
+        print(exc.ctx.get_help() if exc.ctx else exc.format_message())
+        code = 2
+    except _click_errors.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx else "qrsearch"
+        print(f"error: {exc.format_message()} (see `{where} --help`)", file=sys.stderr)
+        code = 2
+    except _click_errors.ClickException as exc:
+        print(f"error: {exc.format_message()}", file=sys.stderr)
+        code = exc.exit_code
+    except (KeyboardInterrupt, _Abort):
         print("interrupted", file=sys.stderr)
-        raise SystemExit(130)
+        code = 130
+    finally:
+        _flush_stdout()
+    raise SystemExit(code if isinstance(code, int) else 0)

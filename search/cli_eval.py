@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -18,6 +19,8 @@ from kernels.floors import floors
 from kernels.harness.results import CaseResult, SuiteReport
 from kernels.harness.runner import RunLimits, run_candidate
 from kernels.suites import get_suite, suite_names
+from search.cli_checks import positive
+from search.numbers import CPU_CAVEAT, ms as fmt_ms, speedup as fmt_speedup
 
 # Tables are wide; when piped, do not squeeze them into 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 170)
@@ -52,8 +55,29 @@ def _check_inputs(file: Path, suite: Optional[str], mode: str) -> str:
     return suite
 
 
+def _cpu_run(device: str) -> bool:
+    if device == "cpu":
+        return True
+    import torch
+
+    return device == "auto" and not torch.cuda.is_available()
+
+
+def interpret_on_cpu(device: str) -> bool:
+    """On a CPU, run the candidate's Triton kernels in the interpreter, as the search does (the
+    family files otherwise fall back to torch.geqrf, and a bench would time the wrong code)."""
+    if not _cpu_run(device):
+        return False
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        os.environ["TRITON_INTERPRET"] = "1"  # the harness passes TRITON_* to its child process
+        err_console.print("[yellow]note:[/] no CUDA device: Triton kernels run in the interpreter "
+                          "(TRITON_INTERPRET=1), as the search does on a CPU")
+    return True
+
+
 def _run(file: Path, suite: str, mode: str, timeout: float, keep_going: bool, profile: bool,
          device: str, label: str, only: Optional[str] = None) -> SuiteReport:
+    interpret_on_cpu(device)
     cases = get_suite(suite)
     if only:
         wanted = [name.strip() for name in only.split(",") if name.strip()]
@@ -102,7 +126,7 @@ def _verify_table(report: SuiteReport) -> Table:
 
 def _bench_table(report: SuiteReport) -> Table:
     timer = "CUDA events" if any(c.timing and c.timing.timer == "cuda_events" for c in report.cases) \
-        else "host timer (CPU timing)"
+        else f"host timer; {CPU_CAVEAT}"
     table = Table(title=f"{_header(report)}\ntiming: {timer}", title_justify="left", title_style="bold")
     for column in ("case", "status", "median ms", "min/max ms", "n", "geqrf ms", "speedup", "floor %",
                    "factor", "orth", "message"):
@@ -112,9 +136,9 @@ def _bench_table(report: SuiteReport) -> Table:
         on_gpu = t is not None and t.timer == "cuda_events" and t.median_ms > 0
         floor = f"{100 * floors(r.case).fp32_floor_ms / t.median_ms:.1f}" if on_gpu and t else "-"
         table.add_row(
-            r.case.name, _status(r), _fmt(t and t.median_ms, ".4g"),
-            f"{t.min_ms:.4g}/{t.max_ms:.4g}" if t else "-", str(t.count) if t else "-",
-            _fmt(r.baseline_ms, ".4g"), _fmt(r.speedup, ".2f"), floor,
+            r.case.name, _status(r), fmt_ms(t and t.median_ms),
+            f"{fmt_ms(t.min_ms)}/{fmt_ms(t.max_ms)}" if t else "-", str(t.count) if t else "-",
+            fmt_ms(r.baseline_ms), fmt_speedup(r.speedup), floor,
             _fmt(v and v.factor_scaled), _fmt(v and v.orth_scaled), "" if r.ok else r.message,
         )
     return table
@@ -129,7 +153,7 @@ def _write_json(path: Optional[Path], payload: dict) -> None:
 def verify_command(
     file: Path = typer.Argument(..., help="candidate file defining custom_kernel(A) -> (H, tau)"),
     suite: Optional[str] = typer.Option(None, help="suite name (default: qrv2-tests on a GPU, smoke on CPU)"),
-    timeout: float = typer.Option(300.0, help="seconds allowed per case (compile included)"),
+    timeout: float = typer.Option(300.0, callback=positive, help="seconds allowed per case (compile included)"),
     json_path: Optional[Path] = typer.Option(None, "--json", help="also write the report as JSON here"),
     keep_going: bool = typer.Option(False, "--keep-going", help="after a crash or hang, run the remaining cases"),
     device: str = typer.Option("auto", help="auto, cpu or cuda"),
@@ -151,7 +175,7 @@ def verify_command(
 def bench_command(
     files: list[Path] = typer.Argument(..., help="candidate file(s) defining custom_kernel(A) -> (H, tau)"),
     suite: Optional[str] = typer.Option(None, help="suite name (default: qrv2-bench on a GPU, smoke-bench on CPU)"),
-    timeout: float = typer.Option(300.0, help="seconds allowed per case (compile and timing included)"),
+    timeout: float = typer.Option(300.0, callback=positive, help="seconds allowed per case (compile and timing included)"),
     json_path: Optional[Path] = typer.Option(None, "--json", help="also write the report(s) as JSON here"),
     keep_going: bool = typer.Option(False, "--keep-going", help="after a crash or hang, run the remaining cases"),
     profile: bool = typer.Option(False, "--profile", help="add a torch.profiler summary per case"),
@@ -200,8 +224,13 @@ def bench_command(
 
 def _geomean_line(report: SuiteReport) -> str:
     failed = sum(not c.ok for c in report.cases)
-    return (f"{report.candidate}: geomean {_fmt(report.geomean_ms, '.4g')} ms; speedup vs torch.geqrf "
-            f"{_fmt(report.geomean_speedup, '.2f')}x" + (f"  [red]({failed} cases failed)[/]" if failed else ""))
+    return (f"{report.candidate}: geomean {fmt_ms(report.geomean_ms)} ms; speedup vs torch.geqrf "
+            f"{fmt_speedup(report.geomean_speedup)}" + _cpu_note(report) + (f"  [red]({failed} cases failed)[/]" if failed else ""))
+
+
+def _cpu_note(report: SuiteReport) -> str:
+    gpu = any(c.timing and c.timing.timer == "cuda_events" for c in report.cases)
+    return "" if gpu or not any(c.timing for c in report.cases) else " (CPU: not a speed measurement)"
 
 
 def _baseline(suite: str, enabled: bool, saved: Optional[Path], timeout: float, device: str) -> SuiteReport | None:

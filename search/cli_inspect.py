@@ -23,6 +23,7 @@ from rich.tree import Tree
 from population.errors import RunStoreError
 from population.models import State
 from search.inspect_data import InspectError, Item, Node, RunView
+from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, speedup as fmt_speedup
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, soft_wrap=True)
@@ -44,12 +45,14 @@ def _view(run_dir: Path) -> RunView:
         raise _fail(str(exc))
 
 
-def _fmt(x: float | None, spec: str = ".4g", suffix: str = "") -> str:
-    return "-" if x is None else format(x, spec) + suffix
+def _fmt(x: float | None, spec: str | None = None, suffix: str = "") -> str:
+    """Times (no spec) in the one shared format; residuals keep their own spec."""
+    if x is None:
+        return "-"
+    return (fmt_ms(x) if spec is None else format(x, spec)) + suffix
 
 
-def _speed(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}x"
+_speed = fmt_speedup
 
 
 def _when(stamp: float | None) -> str:
@@ -78,6 +81,8 @@ def champions_command(
         return
     console.print(champions_table(data))
     console.print(cases_table(data))
+    if on_cpu(data["device"]):
+        console.print(f"[yellow]{CPU_CAVEAT}[/]")
 
 
 def champions_table(data: dict[str, Any]) -> Table:
@@ -125,9 +130,9 @@ def node_label(node: Node, markup: bool = True) -> str:
         origin += f" (+{node.parent_ids[1]})"
     parts = [styled(node.id, "bold"), origin, styled(node.state, STATE_STYLE.get(node.state, "white"))]
     if node.fitness_ms is not None:
-        parts.append(f"{node.fitness_ms:.4g} ms")
+        parts.append(fmt_ms(node.fitness_ms, unit=True))
     if node.speedup is not None:
-        parts.append(f"{node.speedup:.2f}x")
+        parts.append(fmt_speedup(node.speedup))
     text = " ".join(parts)
     if node.failed and node.reason:
         text += " — " + styled(node.reason.splitlines()[0][:90], "dim")
@@ -151,7 +156,7 @@ def item_label(item: Item, markup: bool = True) -> str:
     if item.kind == "failed":
         text = f"… {item.count} failed children: {states}"
         return f"[dim red]{text}[/]" if markup else text
-    extra = f", best {item.best_speedup:.2f}x" if item.best_speedup is not None else ""
+    extra = f", best {fmt_speedup(item.best_speedup)}" if item.best_speedup is not None else ""
     champs = f", {CURRENT_MARK} {item.champions} champion(s) inside" if item.champions else ""
     text = f"… {item.count} more below the depth limit ({states}{extra}{champs})"
     return f"[dim]{text}[/]" if markup else text

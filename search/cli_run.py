@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -12,15 +13,21 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from pydantic import ValidationError
+
 from population.errors import RunStoreError
 from population.store import RunStore
+from search.cli_checks import non_negative, positive
 from search.config import ConfigError, RunConfig, default_config
 from search.llm_budget import config_model_names, describe_model, read_ledger
 from search.loop import STATUS_KEY
+from search.sessions import session_seconds
 from search.progress import describe_evaluation_seconds, evaluation_seconds
+from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, speedup as fmt_speedup
 from search.speedup import BASELINE_FAMILY, with_speedups
 
-console = Console()
+# Piped output is not squeezed into 80 columns (the tables and log lines stay one per line).
+console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, soft_wrap=True)
 
 HEARTBEAT_S = 30.0
@@ -43,19 +50,29 @@ def _with_overrides(config: RunConfig, **changes: Any) -> RunConfig:
         node[last] = value
     try:
         return RunConfig.model_validate(data)
-    except Exception as exc:  # the same message shape as a bad file
-        raise ConfigError(f"command-line options: {exc}") from None
+    except ValidationError as exc:  # one line that names the option, never pydantic's own text
+        problems = [f"{OPTION_OF.get('.'.join(map(str, e['loc'])), '.'.join(map(str, e['loc'])))}: {e['msg']}"
+                    for e in exc.errors()]
+        raise ConfigError("; ".join(problems)) from None
+
+
+# Config fields that command-line options set, so an error names the option the user typed.
+OPTION_OF = {"name": "--name", "runs_dir": "--runs-dir", "llm.base_url": "--llm-base-url",
+             "llm.models": "--llm-model", "budget.max_evals": "--max-evals", "budget.max_minutes": "--max-minutes",
+             "ray.gpus": "--gpus"}
 
 
 def launch_command(
-    config_path: Optional[Path] = typer.Option(None, "--config", "-c", help="run config YAML (default: embedded)"),
-    name: Optional[str] = typer.Option(None, help="run name; the run writes runs/<name>/"),
+    config_path: Optional[Path] = typer.Option(None, "--config", help="run config YAML (default: embedded)"),
+    name: Optional[str] = typer.Option(None, help="run name; the run writes <runs-dir>/<name>/"),
+    runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", help="where run directories go (default: the "
+                                            "config's runs_dir, runs/ under the current directory)"),
     address: Optional[str] = typer.Option(None, help="Ray address of a cluster (default: local Ray)"),
     llm_base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1"),
     llm_model: Optional[list[str]] = typer.Option(None, help="LLM model name (repeat for several)"),
-    max_evals: Optional[int] = typer.Option(None, help="stop after this many evaluations"),
-    max_minutes: Optional[float] = typer.Option(None, help="stop after this many minutes"),
-    gpus: Optional[int] = typer.Option(None, help="use at most this many GPUs (default: all Ray sees)"),
+    max_evals: Optional[int] = typer.Option(None, callback=positive, help="stop after this many evaluations"),
+    max_minutes: Optional[float] = typer.Option(None, callback=positive, help="stop after this many minutes"),
+    gpus: Optional[int] = typer.Option(None, callback=non_negative, help="use at most this many GPUs (default: all Ray sees)"),
 ) -> None:
     """Start a search.  With no options: local Ray, every GPU present (or the CPU with the smoke
     suites), all families, a few minutes of budget, LLM mutation only if configured."""
@@ -63,13 +80,15 @@ def launch_command(
 
     try:
         if config_path is not None:
+            if not config_path.is_file():
+                raise ConfigError(f"--config: no such file: {config_path}")
             config = RunConfig.from_yaml(config_path)
         else:
             config = default_config(cuda=_cuda_here() or address is not None)
             if name is None:
                 name = f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         models = [{"name": m} for m in llm_model] if llm_model else None
-        config = _with_overrides(config, name=name, **{"llm.base_url": llm_base_url, "llm.models": models,
+        config = _with_overrides(config, name=name, runs_dir=None if runs_dir is None else str(runs_dir), **{"llm.base_url": llm_base_url, "llm.models": models,
                                                        "budget.max_evals": max_evals,
                                                        "budget.max_minutes": max_minutes, "ray.gpus": gpus})
     except ConfigError as exc:
@@ -89,13 +108,15 @@ def _cuda_here() -> bool:
 
 def resume_command(
     run_dir: Path = typer.Argument(..., help="a run directory (runs/<name>)"),
-    max_evals: Optional[int] = typer.Option(None, help="this many more evaluations"),
-    max_minutes: Optional[float] = typer.Option(None, help="stop after this many minutes"),
+    max_evals: Optional[int] = typer.Option(None, callback=positive, help="this many more evaluations"),
+    max_minutes: Optional[float] = typer.Option(None, callback=positive, help="stop after this many minutes"),
     address: Optional[str] = typer.Option(None, help="Ray address of a cluster (default: local Ray)"),
 ) -> None:
     """Continue a stopped or killed run where it stopped (in-flight work is queued again)."""
     from search.driver import DriverError, resume
 
+    if not run_dir.is_dir():
+        raise _fail(f"no such run directory: {run_dir}")
     try:
         code = resume(run_dir, max_evals=max_evals, max_minutes=max_minutes, address=address, console=console)
     except DriverError as exc:
@@ -132,18 +153,20 @@ def run_status(run_dir: Path) -> dict[str, Any]:
     if state == "running" and (updated is None or time.time() - updated > HEARTBEAT_S):
         state = "stopped (no heartbeat)"
     started = min((s["started"] for s in sessions), default=None)
+    elapsed = session_seconds(sessions, updated)
     return {
         "run_dir": str(run_dir), "state": state, "candidates": len(candidates), "states": dict(states),
         "evaluations": int(counters.get("gpu_evaluations", 0)), "failures": dict(failures),
         "pending": states.get("pending", 0) + states.get("running", 0),
         "started": started, "last_update": updated,
-        "elapsed_minutes": (updated - started) / 60 if started and updated else None,
+        "elapsed_minutes": elapsed / 60 if elapsed is not None else None,
         "evals_per_minute": driver.get("evals_per_minute"), "busy_fraction": driver.get("busy_fraction"),
         "llm_calls": int(counters.get("llm_calls", 0)), "llm_errors": int(counters.get("llm_errors", 0)),
         "llm_tokens": int(counters.get("llm_prompt_tokens", 0) + counters.get("llm_completion_tokens", 0)),
         "llm_cost_usd": float(counters.get("llm_cost_usd", 0.0)), "llm_models": llm_models,
         "baseline_geomean_ms": baseline.geomean_ms if baseline else None,
         "best": best, "sessions": len(sessions), "stop_reason": driver.get("stop_reason"),
+        "device": baseline.device if baseline else None,
         "seconds_per_evaluation": seconds,
     }
 
@@ -153,6 +176,8 @@ def status_command(
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables"),
 ) -> None:
     """State, evaluations and failures, time, LLM tokens and money, best per family (works while running)."""
+    if not run_dir.is_dir():
+        raise _fail(f"no such run directory: {run_dir}")
     try:
         data = run_status(run_dir)
     except RunStoreError as exc:
@@ -176,11 +201,12 @@ def status_command(
                   f"${data['llm_cost_usd']:.2f}")
     for model, row in data["llm_models"].items():
         console.print(describe_model(model, row), highlight=False)
-    table = Table(title=f"best per family (torch.geqrf geomean {fmt(data['baseline_geomean_ms'], '.4g')} ms)",
+    table = Table(title=f"best per family (torch.geqrf geomean {fmt_ms(data['baseline_geomean_ms'])} ms)",
                   title_justify="left")
     for column in ("family", "champion", "geomean ms", "speedup"):
         table.add_column(column)
     for family, row in data["best"].items():
-        table.add_row(family, row["candidate"], fmt(row["geomean_ms"], ".4g"),
-                      "-" if row["speedup"] is None else f"{row['speedup']:.3g}x")
+        table.add_row(family, row["candidate"], fmt_ms(row["geomean_ms"]), fmt_speedup(row["speedup"]))
     console.print(table)
+    if on_cpu(data.get("device")):
+        console.print(f"[yellow]{CPU_CAVEAT}[/]")

@@ -23,6 +23,7 @@ from rich.live import Live
 import kernels.families as registry
 from kernels.suites import get_suite
 from population.errors import RunStoreError
+from population.models import State
 from population.rng import derived_rng
 from population.run import Run
 from search.compile_ahead import evaluator_env
@@ -30,8 +31,11 @@ from search.config import ConfigError, RunConfig
 from search.domains import describe_domains
 from search.llm import LLMClient, LLMPool
 from search.loop import SearchLoop, seed_children
+from search.budget import budget_progress, describe_budget
+from search.numbers import CPU_CAVEAT, ms as fmt_ms, speedup as fmt_speedup
+from search.pipes import pipe_safe
 from search.progress import best_per_family, describe_evaluation_seconds, evaluation_seconds, render
-from search.tuning import Tuner
+from search.tuning import KnownOutcome, Tuner
 
 CONFIG_FILE = "config.yaml"
 LOG_FILE = "driver.log"
@@ -56,10 +60,10 @@ def _logger(run_dir: Path, console: Console) -> Callable[[str], None]:
     path = run_dir / LOG_FILE
 
     def log(message: str) -> None:
-        stamp = time.strftime("%H:%M:%S")
-        console.print(f"[dim]{stamp}[/] {message}")
+        # The file first: a closed stdout (a pipe whose reader died) must not cost the record.
         with path.open("a", encoding="utf-8") as handle:
             handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {message}\n")
+        console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {message}")
 
     return log
 
@@ -69,12 +73,17 @@ def _init_ray(config: RunConfig, address: str | None) -> None:
 
     address = address or config.ray.address or os.environ.get("RAY_ADDRESS")
     kwargs: dict = {"include_dashboard": False, "logging_level": "WARNING", "log_to_driver": True}
-    if address:
-        ray.init(address=address, **kwargs)
-    else:
-        if config.ray.fake_gpus:
-            kwargs["num_gpus"] = config.ray.fake_gpus
-        ray.init(**kwargs)
+    try:
+        if address:
+            ray.init(address=address, **kwargs)
+        else:
+            if config.ray.fake_gpus:
+                kwargs["num_gpus"] = config.ray.fake_gpus
+            ray.init(**kwargs)
+    except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception when its node times out
+        where = f"the Ray cluster at {address}" if address else "a local Ray instance"
+        raise DriverError(f"could not start or reach {where}: {' '.join(str(exc).split())}; the run is "
+                          "unchanged, try again (or `qrsearch resume`)") from None
 
 
 def _evaluators(config: RunConfig) -> tuple[int, bool]:
@@ -132,9 +141,10 @@ def execute(session: Session, address: str | None, console: Console, grace_s: fl
     from search.ray_pool import RayPool
 
     config, run, run_dir = session.config, session.run, session.run_dir
+    pipe_safe(console)
     log = _logger(run_dir, console)
     _init_ray(config, address)
-    signals = {"count": 0}
+    signals = {"count": 0, "first": 0}
     loop: SearchLoop | None = None
     pool = None
     llm = None
@@ -142,6 +152,7 @@ def execute(session: Session, address: str | None, console: Console, grace_s: fl
 
     def on_signal(signum: int, _frame: object) -> None:
         signals["count"] += 1
+        signals["first"] = signals["first"] or signum
         name = signal.Signals(signum).name
         if signals["count"] >= 2 or loop is None:
             raise KeyboardInterrupt(f"second {name}: stopping now")
@@ -160,12 +171,16 @@ def execute(session: Session, address: str | None, console: Console, grace_s: fl
         if config.evaluation.family_domains:
             searched = {f.name: registry.FAMILIES[f.name] for f in config.families}
             log("timed on its domain: " + "; ".join(describe_domains(searched, list(get_suite(config.evaluation.bench_suite)))))
+        log(describe_budget(session.max_evals, session.max_minutes))
         if config.llm.enabled:
             llm = LLMPool(LLMClient(config.llm))
             log(f"LLM mutation on: {config.llm.base_url} ({', '.join(m.name for m in config.llm.models)})")
         else:
             log("LLM mutation is off (no llm.base_url/models configured): Optuna and crossover only")
         tuner = Tuner(run_dir / OPTUNA_FILE, config.optuna.sampler, config.seed, config.optuna.trials_per_structure)
+        settled = tuner.reconcile(lambda cid: _known_outcome(run, cid))
+        if settled:
+            log(f"optuna: settled {settled} trial(s) left running by the previous session")
         loop = SearchLoop(config, run, pool, tuner, registry.FAMILIES, llm=llm, log=log, max_evals=session.max_evals,
                           max_minutes=session.max_minutes)
         _record_session(run, address)
@@ -185,18 +200,27 @@ def execute(session: Session, address: str | None, console: Console, grace_s: fl
                 loop.run_until_done(on_tick=tick)
             except _Abandon:
                 loop.write_status("stopped")
+        if not console.is_terminal:
+            console.line()  # the last frame of a non-terminal Live ends without a newline
+        if signals["first"]:
+            # A signal ended the session: the run is stopped (resumable), not finished.
+            loop.write_status("stopped")
+            log(f"stopped by {signal.Signals(signals['first']).name}; resume with `qrsearch resume {run_dir}`")
         _record_utilization(loop, pool, log)
         _summary(loop, console, run_dir)
-        return 0
+        if interpret:
+            console.print(f"[yellow]{CPU_CAVEAT}[/]")
+        return 128 + signals["first"] if signals["first"] else 0
     except KeyboardInterrupt as exc:
         console.print(f"[yellow]{exc or 'interrupted'}[/]; the store is consistent, resume with "
                       f"`qrsearch resume {run_dir}`")
         if loop is not None:
             try:
                 loop.write_status("interrupted")
+                log(f"interrupted: {exc or 'KeyboardInterrupt'}")
             except Exception:
                 pass
-        return 130
+        return 128 + (signals["first"] or signal.SIGINT)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -207,8 +231,17 @@ def execute(session: Session, address: str | None, console: Console, grace_s: fl
                 pool.shutdown()
             except Exception:
                 pass
+        _end_session(run)
         run.close()
         ray.shutdown()
+
+
+def _known_outcome(run: Run, cid: str) -> KnownOutcome | None:
+    cand = run.store.find_candidate(cid)
+    if cand is None:
+        return None
+    return KnownOutcome(finished=cand.state.is_terminal,
+                        value=cand.fitness_ms if cand.state is State.VERIFIED else None)
 
 
 class _Abandon(Exception):
@@ -239,12 +272,23 @@ def _record_session(run: Run, address: str | None) -> None:
     run.set_json(SESSIONS_KEY, sessions)
 
 
+def _end_session(run: Run) -> None:
+    """Stamp the session's end, so that ``status`` counts session time, not the gaps between."""
+    try:
+        sessions = run.store.get_json(SESSIONS_KEY, []) or []
+        if sessions and sessions[-1].get("pid") == os.getpid() and "ended" not in sessions[-1]:
+            sessions[-1]["ended"] = time.time()
+            run.set_json(SESSIONS_KEY, sessions)
+    except Exception:  # a second signal mid-write: the session simply has no end stamp
+        pass
+
+
 def _summary(loop: SearchLoop, console: Console, run_dir: Path) -> None:
     console.print(f"[bold]done[/]: {loop.stats.evaluations} evaluations this session "
                   f"({loop.stats.evals_per_minute():.1f}/min); stop: {loop.stop_requested}")
+    console.print(budget_progress(loop))
     for name, cid, ms, speed, evals in best_per_family(loop):
-        shown = "-" if speed is None else f"{speed:.3g}x"
-        console.print(f"  {name:24s} {cid:10s} {'-' if ms is None else f'{ms:.4g} ms':>12s} {shown:>8s}  {evals} evals")
+        console.print(f"  {name:24s} {cid:10s} {fmt_ms(ms, unit=True):>12s} {fmt_speedup(speed):>10s}  {evals} evals")
     console.print(f"inspect: qrsearch status {run_dir} | qrsearch champions {run_dir} | "
                   f"qrsearch resume {run_dir} --max-evals N")
 

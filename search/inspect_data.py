@@ -28,6 +28,7 @@ from search.llm_budget import STATE_KEY as LLM_MODEL_STATE_KEY
 from search.llm_budget import model_ledger
 from search.loop import STATUS_KEY
 from search.proposer import NOTE_KEY, TRIAL_KEY
+from search.sessions import session_seconds
 from search.speedup import BASELINE_FAMILY, with_speedups
 
 SESSIONS_KEY = "driver/sessions"
@@ -330,6 +331,7 @@ class RunView:
         started = self.started()
         updated = self.status.get("updated")
         state = self.status.get("state", "created")
+        elapsed = session_seconds(self.sessions, updated)
         if state == "running" and (updated is None or time.time() - updated > 30):
             state = "stopped (no heartbeat)"
         cfg = self.config
@@ -338,7 +340,7 @@ class RunView:
         return {
             "run_dir": str(self.run_dir), "name": cfg.get("name"), "state": state,
             "stop_reason": self.status.get("stop_reason"), "started": started, "last_update": updated,
-            "elapsed_minutes": (updated - started) / 60 if started and updated else None,
+            "elapsed_minutes": None if elapsed is None else elapsed / 60,
             "sessions": len(self.sessions), "device": self.device(), "versions": self.versions(),
             "candidates": len(self.candidates), "states": dict(sorted(states.items())),
             "evaluations": int(counters.get("gpu_evaluations", 0)),

@@ -33,6 +33,7 @@ from search.llm_budget import DUPLICATE, LLMBudget
 from search.llm_child import RESTORED
 from search.pool import Completed, EvaluatorPool, Lost
 from search.proposer import NOTE_KEY, TRIAL_KEY, Child, KernelFamily, LLMJob, Proposer, RejectedEdit
+from search.numbers import ms as fmt_ms, speedup as fmt_speedup
 from search.speedup import BASELINE_FAMILY, with_speedups
 from search.tuning import Tuner
 from search.worker import EvalOutcome, EvalRequest
@@ -170,8 +171,8 @@ class SearchLoop:
         self.stats.by_state[outcome.state.value] += 1
         cand = report.candidate
         for change in report.champion_changes:
-            speed = f", {result.speedup:.3g}x torch.geqrf" if result.speedup else ""
-            line = f"champion of {change.family}: {change.candidate_id} ({cand.fitness_ms or 0:.4g} ms{speed})"
+            speed = f", {fmt_speedup(result.speedup)} torch.geqrf" if result.speedup else ""
+            line = f"champion of {change.family}: {change.candidate_id} ({fmt_ms(cand.fitness_ms, unit=True)}{speed})"
             self.stats.champions.append(line)
             self.log(line)
 

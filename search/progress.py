@@ -10,7 +10,9 @@ from rich.text import Text
 
 from population.models import State
 from population.store import RunStore
+from search.budget import budget_progress
 from search.loop import SearchLoop
+from search.numbers import ms as fmt_ms, speedup as fmt_speedup
 from search.speedup import BASELINE_FAMILY, with_speedups
 
 
@@ -95,9 +97,9 @@ def render(loop: SearchLoop, title: str) -> Group:
     for column in ("family", "champion", "geomean ms", "speedup", "evals"):
         table.add_column(column, justify="right" if column in ("geomean ms", "speedup", "evals") else "left")
     for name, cid, ms, speed, evals in best_per_family(loop):
-        table.add_row(name, cid, "-" if ms is None else f"{ms:.4g}", "-" if speed is None else f"{speed:.3g}x",
+        table.add_row(name, cid, fmt_ms(ms), fmt_speedup(speed),
                       str(evals))
-    parts: list = [head, table]
+    parts: list = [head, Text(budget_progress(loop)), table]
     if s.champions:
         parts.append(Text("\n".join(s.champions[-4:]), style="green"))
     if loop.stop_requested:

@@ -108,16 +108,21 @@ class Proposer:
     def optuna_child(self, parent: Candidate) -> Child | None:
         fam = self.families[parent.family]
         try:
-            proposal = self.tuner.ask(parent.family, parent.fingerprint, fam.space, parent.params)
+            proposal = self.tuner.ask(parent.family, parent.fingerprint, fam.space, parent.params,
+                                      parent_id=parent.id, parent_value=parent.fitness_ms)
         except TunerExhausted:
             return None
         source = render_params(self.run.source(parent), proposal.params)
         if structure_fingerprint(source) != parent.fingerprint:
+            self.tuner.skip(proposal, "the parameters change the code's structure")
             return None
         new = NewCandidate(family=parent.family, island=parent.island, parent_ids=(parent.id,), origin=Origin.OPTUNA,
                            source=source, params=proposal.params, fingerprint=parent.fingerprint,
                            generation=parent.generation + 1)
-        return Child(new=new, proposal=proposal) if self._fresh(new) else None
+        if not self._fresh(new):
+            self.tuner.skip(proposal, "the same code and parameters as an existing candidate")
+            return None
+        return Child(new=new, proposal=proposal)
 
     def param_crossover(self, family: str, island: int) -> Child | None:
         """Uniform crossover of two parents' parameters within one structure."""

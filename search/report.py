@@ -17,7 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from search import report_plots
 from search.inspect_data import RunView
+from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, speedup as fmt_speedup
 from search.speedup import BASELINE_FAMILY
 
 CSS = """
@@ -46,15 +48,22 @@ def _e(x: Any) -> str:
     return html.escape("" if x is None else str(x))
 
 
-def _num(x: float | None, spec: str = ".4g", suffix: str = "") -> str:
-    return "-" if x is None else format(x, spec) + suffix
+def _num(x: float | None, spec: str | None = None, suffix: str = "") -> str:
+    """Times (no spec) in the one shared format; percentages and residuals keep their spec."""
+    if x is None:
+        return "-"
+    return (fmt_ms(x) if spec is None else format(x, spec)) + suffix
+
+
+# Set per page: on a CPU run a speedup is no verdict, so it is shown without good/bad colour.
+_CPU_RUN = {"on": False}
 
 
 def _speed(x: float | None) -> str:
     if x is None:
         return "-"
-    cls = "good" if x >= 1 else "bad"
-    return f'<span class="{cls}">{x:.2f}x</span>'
+    cls = "dim" if _CPU_RUN["on"] else "good" if x >= 1 else "bad"
+    return f'<span class="{cls}">{fmt_speedup(x)}</span>'
 
 
 def _when(stamp: float | None) -> str:
@@ -72,50 +81,10 @@ def _table(headers: list[str], rows: list[list[str]], numeric: set[int] | None =
 # --- figures ---------------------------------------------------------------------------------------
 
 
-def _figure_png(fig: Any) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight", facecolor="white")
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return buf.getvalue()
-
-
 def progress_figure(view: RunView, x: str) -> bytes:
-    """Best verified geomean per family against evaluations (``x="eval"``) or seconds (``"seconds"``)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    series = view.progress()
-    fig, ax = plt.subplots(figsize=(9, 4.6))
-    colors = plt.get_cmap("tab10")
-    plotted = 0
-    for i, (family, points) in enumerate((f, p) for f, p in series.items() if f != BASELINE_FAMILY):
-        if not points:
-            continue
-        xs = [p[x] / (60 if x == "seconds" else 1) for p in points]
-        ys = [p["best_ms"] for p in points]
-        speed = view.speedup(points[-1]["candidate"])
-        label = f"{family} (best {ys[-1]:.4g} ms" + (f", {speed:.2f}x)" if speed else ")")
-        ax.step(xs, ys, where="post", color=colors(i % 10), label=label, linewidth=2)
-        imp = [(xx, p["best_ms"]) for xx, p in zip(xs, points) if p["improved"]]
-        ax.scatter([a for a, _ in imp], [b for _, b in imp], color=colors(i % 10), s=22, zorder=3)
-        plotted += 1
-    if view.baseline is not None and view.baseline.geomean_ms:
-        ax.axhline(view.baseline.geomean_ms, color="black", linestyle="--", linewidth=1,
-                   label=f"torch.geqrf ({view.baseline.geomean_ms:.4g} ms)")
-    if plotted or view.baseline is not None:
-        ax.set_yscale("log")
-        ax.legend(loc="best", fontsize=9)
-    else:
-        ax.text(0.5, 0.5, "no verified candidate yet", ha="center", va="center", transform=ax.transAxes)
-    ax.set_xlabel("evaluations (whole run)" if x == "eval" else "minutes since the run started")
-    ax.set_ylabel(f"best geomean ms ({view.bench_suite_name or 'bench suite'})")
-    ax.set_title("best verified geomean per family over " + ("evaluations" if x == "eval" else "time"))
-    ax.grid(True, which="both", alpha=0.3)
-    return _figure_png(fig)
+    """``x="eval"``: best verified geomean per family over evaluations; ``"seconds"``: every
+    evaluation over time per family (failures by reason, best so far on top)."""
+    return report_plots.progress_figure(view) if x == "eval" else report_plots.evaluations_figure(view)
 
 
 def chain_layout(view: RunView, family: str) -> tuple[dict[str, tuple[float, float]], list[tuple[str, str]]]:
@@ -165,33 +134,15 @@ def chains_figure(view: RunView) -> bytes | None:
     fig, axes = plt.subplots(len(families), 1, figsize=(min(22, 2.4 * max(widths) + 1.5),
                                                        sum(0.95 * h + 0.7 for h in heights)),
                              gridspec_kw={"height_ratios": heights}, squeeze=False)
-    cause = {e.change.candidate_id: e.change.cause for e in view.history}
     for ax, family, (pos, edges) in zip(axes[:, 0], families, layouts):
         chain = [e.change.candidate_id for e in view.history if e.change.family == family]
-        rank = {cid: i + 1 for i, cid in enumerate(chain)}
-        for a, b in edges:
-            (x0, y0), (x1, y1) = pos[a], pos[b]
-            ax.annotate("", xy=(x1 - 0.36, y1), xytext=(x0 + 0.36, y0),
-                        arrowprops={"arrowstyle": "->", "color": "#59636e", "lw": 1.2})
-        for cid, (x, y) in pos.items():
-            cand = view.by_id[cid]
-            speed = view.speedup(cid)
-            lines = [cid, f"{cand.origin.value}, {cand.fitness_ms:.4g} ms" if cand.fitness_ms else cand.origin.value]
-            if speed is not None:
-                lines.append(f"{speed:.2f}x torch.geqrf")
-            if cid in rank:
-                lines.insert(0, f"★ #{rank[cid]} {cause.get(cid, '')}".rstrip())
-            current = view.current.get(family) == cid
-            face = "#ffd84d" if current else "#fff4c2" if cid in rank else "#ffffff"
-            ax.text(x, y, "\n".join(lines), ha="center", va="center", fontsize=8,
-                    bbox={"boxstyle": "round,pad=0.35", "facecolor": face,
-                          "edgecolor": "#b08900" if cid in rank else "#9aa5b1", "linewidth": 2 if current else 1})
+        report_plots.draw_chain(ax, view, family, pos, edges)
         ax.set_xlim(-0.6, max(p[0] for p in pos.values()) + 0.6)
         ax.set_ylim(max(p[1] for p in pos.values()) + 0.6, -0.6)
         ax.set_title(f"{family}: champion chain ({len(chain)} champion(s); ancestors between them in white)",
                      fontsize=10, loc="left")
         ax.axis("off")
-    return _figure_png(fig)
+    return report_plots.figure_png(fig)
 
 
 # --- the page ---------------------------------------------------------------------------------------
@@ -213,6 +164,7 @@ def render_html(view: RunView, figures: dict[str, bytes | None]) -> str:
     searched = [c for c in champions if not c["baseline"]]
     best = max((c for c in searched if c.get("speedup")), key=lambda c: c["speedup"], default=None)
     llm = meta["llm"]
+    _CPU_RUN["on"] = on_cpu(meta["device"])
     cards = [
         ("state", _e(meta["state"]) + (f' <span class="dim">({_e(meta["stop_reason"])})</span>'
                                         if meta.get("stop_reason") else "")),
@@ -230,6 +182,7 @@ def render_html(view: RunView, figures: dict[str, bytes | None]) -> str:
              f"<h1>qrsearch run <code>{_e(name)}</code></h1>",
              f'<p class="sub">{_e(meta["run_dir"])} · {_e(meta["device"] or "?")} · '
              f'{_e(view.bench_suite_name)} · report written {_when(time.time())}</p>',
+             *([f'<p class="bad">{_e(CPU_CAVEAT)}.</p>'] if _CPU_RUN["on"] else []),
              '<div class="cards">' + "".join(f'<div class="card"><div class="v">{v}</div><div class="k">{_e(k)}</div>'
                                              f"</div>" for k, v in cards) + "</div>"]
 
@@ -247,7 +200,7 @@ def render_html(view: RunView, figures: dict[str, bytes | None]) -> str:
 
     parts.append("<h2>Progress</h2>")
     parts.append(_img(figures.get("progress-evals"), "best geomean per family over evaluations"))
-    parts.append(_img(figures.get("progress-time"), "best geomean per family over time"))
+    parts.append(_img(figures.get("progress-time"), "every evaluation per family over time"))
 
     parts.append("<h2>Champion chains</h2>")
     for fam in view.families(include_baseline=False):
@@ -255,7 +208,7 @@ def render_html(view: RunView, figures: dict[str, bytes | None]) -> str:
         if not entries:
             continue
         steps = " → ".join(f'<span class="c">{_e(e.change.candidate_id)}</span> {_e(e.change.cause)} '
-                           f"{e.change.fitness_ms:.4g} ms" for e in entries)
+                           f"{fmt_ms(e.change.fitness_ms, unit=True)}" for e in entries)
         parts.append(f'<h3>{_e(fam)}</h3><div class="chain">{steps}</div>')
     parts.append(_img(figures.get("champions"), "champion chain per family"))
 
@@ -295,7 +248,7 @@ def render_html(view: RunView, figures: dict[str, bytes | None]) -> str:
                                      f"{_num(meta['baseline']['geomean_ms'])} ms geomean"],
             ["families", _e(", ".join(cfg["families"] or []))], ["seed", _e(cfg["seed"])],
             ["suites", f"verify {_e(cfg['verify_suite'])}, bench {_e(cfg['bench_suite'])}"],
-            ["budget", _e(_kv(cfg.get("budget")))], ["mutation mix", _e(_kv(cfg.get("mutation")))],
+            ["budget", _e(_kv(cfg.get("budget")))], ["mutation mix", _e(_mutation_mix(cfg))],
             ["candidates by state", _e(_kv(meta["states"]))],
             ["LLM", f"{llm['calls']} calls, {llm['errors']} errors, {llm['prompt_tokens']:,} prompt + "
                     f"{llm['completion_tokens']:,} completion tokens, ${llm['cost_usd']:.4f}; models "
@@ -320,6 +273,15 @@ def _llm_models(models: dict[str, dict[str, Any]]) -> list[str]:
     return ["<h2>LLM models</h2>",
             _table(["model", "requests", "accepted", "evaluated", "PARAMS restored", "rejected (by reason)", "errors",
                     "tokens", "cost", "state"], rows, numeric={1, 2, 3, 4, 6, 7, 8})]
+
+
+def _mutation_mix(cfg: dict[str, Any]) -> str:
+    """The configured mix, without an LLM share when no LLM was configured (it never ran)."""
+    mix = dict(cfg.get("mutation") or {})
+    if not cfg.get("llm_models") or not cfg.get("llm_endpoint"):
+        mix.pop("llm", None)
+        return _kv(mix) + " (LLM mutation off)"
+    return _kv(mix)
 
 
 def _kv(data: Any) -> str:

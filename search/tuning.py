@@ -4,7 +4,13 @@ A structure is a fingerprint of the code with its PARAMS values blanked, so all
 candidates that differ only in parameters share a study and TPE learns across
 them.  Trials are asked and told by candidate id (ask/tell, never a blocking
 objective): the driver evaluates the candidate on a GPU whenever it gets to
-it, and a failed candidate is told as FAIL.  Studies live in a journal file in
+it, and a failed candidate is told as FAIL.  The studies are a faithful record:
+every trial ends COMPLETE, FAIL or PRUNED as its candidate ended, keyed by the
+candidate id; the parent's point is told with its measured value (never asked
+again); an ask that repeats an evaluated point is told that point's value
+(``duplicate_of``), an invalid or unusable ask is PRUNED with the reason; a trial
+whose driver was killed before its candidate was stored is told FAIL with
+``lost`` when the run resumes (:meth:`Tuner.reconcile`).  Studies live in a journal file in
 the run directory, so ``resume`` continues them and optuna-dashboard reads them
 (``optuna-dashboard runs/<name>/optuna.journal``).
 """
@@ -15,13 +21,13 @@ import logging
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 from pydantic import ValidationError
 
 from kernels.params import Choice, FloatRange, IntRange, ParamSpace
@@ -31,6 +37,18 @@ optuna.logging.set_verbosity(logging.WARNING)
 STUDY_ATTR_FAMILY = "family"
 STUDY_ATTR_FINGERPRINT = "fingerprint"
 TRIAL_ATTR_CANDIDATE = "candidate_id"
+TRIAL_ATTR_SEED = "seed"  # the parent's own point, told with its measured value
+TRIAL_ATTR_DUPLICATE = "duplicate_of"  # the trial number whose evaluation this ask repeated
+TRIAL_ATTR_SKIPPED = "skipped"  # why a PRUNED ask was not evaluated
+TRIAL_ATTR_LOST = "lost"  # its driver died before the candidate was stored
+
+
+@dataclass(frozen=True)
+class KnownOutcome:
+    """What the run store says about a trial's candidate, for :meth:`Tuner.reconcile`."""
+
+    finished: bool
+    value: float | None  # the fitness when verified; None for a failure or while unfinished
 
 
 def distributions(space: type[ParamSpace]) -> dict[str, BaseDistribution]:
@@ -78,6 +96,9 @@ class Tuner:
         self.seed = seed
         self.trials_per_structure = trials_per_structure
         self._studies: dict[str, optuna.Study] = {}
+        # (study, trial number) -> asks that repeated its point while it was still running,
+        # told the same outcome when it is told.
+        self._echoes: dict[tuple[str, int], list[int]] = {}
 
     @staticmethod
     def study_name(family: str, fingerprint: str) -> str:
@@ -96,23 +117,28 @@ class Tuner:
         return self._studies[name]
 
     def trials_used(self, family: str, fingerprint: str) -> int:
-        """Trials that became candidates (invalid or duplicate asks cost no evaluation)."""
-        return sum(TRIAL_ATTR_CANDIDATE in t.user_attrs for t in self.study(family, fingerprint).get_trials(deepcopy=False))
+        """Trials that became candidates (the seed point, invalid and duplicate asks cost no evaluation)."""
+        return sum(_evaluated(t) for t in self.study(family, fingerprint).get_trials(deepcopy=False))
 
     def ask(self, family: str, fingerprint: str, space: type[ParamSpace], parent_params: Mapping[str, Any],
-            max_invalid: int = 50) -> Proposal:
-        """New parameters for this structure, valid in ``space`` and not evaluated before."""
+            max_invalid: int = 50, parent_id: str | None = None, parent_value: float | None = None) -> Proposal:
+        """New parameters for this structure, valid in ``space`` and not evaluated before.
+
+        A new study is first told the parent's point with its measured value (``parent_value``),
+        so it knows where the known-good region is without spending an evaluation on it."""
         study = self.study(family, fingerprint)
         dists = distributions(space)
         if set(dists) != set(parent_params):
             raise TunerExhausted(f"parameters {sorted(parent_params)} do not match the space {sorted(dists)}")
         trials = study.get_trials(deepcopy=False)
-        if not trials:
-            # The parent's point first: the study then knows where the known-good region is.
-            study.enqueue_trial(dict(parent_params), skip_if_exists=True)
+        if not trials and parent_value is not None:
+            self._tell_seed(study, dists, parent_params, parent_id, parent_value)
+            trials = study.get_trials(deepcopy=False)
         if self.trials_used(family, fingerprint) >= self.trials_per_structure:
             raise TunerExhausted(f"{study.study_name} used its {self.trials_per_structure} trials")
         seen = {_key(t.params) for t in trials if t.state != TrialState.FAIL or t.user_attrs.get(TRIAL_ATTR_CANDIDATE)}
+        evaluated = {_key(t.params): t for t in trials if TRIAL_ATTR_CANDIDATE in t.user_attrs
+                     and TRIAL_ATTR_DUPLICATE not in t.user_attrs}
         repeats = 0
         for _ in range(max_invalid):
             if repeats >= 8:
@@ -128,13 +154,15 @@ class Tuner:
             try:
                 space(**params)
             except ValidationError as exc:
-                study.tell(trial, state=TrialState.FAIL)
-                study.set_user_attr("last_invalid", str(exc.errors()[0]["msg"])[:200])
+                # Not a failed evaluation (nothing ran): pruned, with the constraint it broke.
+                trial.set_user_attr(TRIAL_ATTR_SKIPPED, "invalid: " + str(exc.errors()[0]["msg"])[:200])
+                study.tell(trial, state=TrialState.PRUNED)
                 continue
             key = _key(params)
             if key in seen:
-                # Already evaluated (or running): do not spend a GPU on it again.
-                study.tell(trial, state=TrialState.PRUNED)
+                # Already evaluated (or running): do not spend a GPU on it again, but tell the
+                # study what that evaluation found (or will find).
+                self._echo(study, trial, evaluated.get(key))
                 repeats += 1
                 continue
             return Proposal(study=study.study_name, trial_number=trial.number, params=params, trial=trial)
@@ -151,20 +179,90 @@ class Tuner:
                 return params
         return None
 
+    def _tell_seed(self, study: optuna.Study, dists: dict[str, BaseDistribution], params: Mapping[str, Any],
+                   parent_id: str | None, value: float) -> None:
+        attrs: dict[str, Any] = {TRIAL_ATTR_SEED: True}
+        if parent_id is not None:
+            attrs[TRIAL_ATTR_CANDIDATE] = parent_id
+        try:
+            seed = optuna.trial.create_trial(params=dict(params), distributions=dists, value=value, user_attrs=attrs)
+        except ValueError:  # the parent's values lie outside the space (an edited range): nothing to tell
+            return
+        study.add_trial(seed)
+
+    def _echo(self, study: optuna.Study, trial: optuna.Trial, original: FrozenTrial | None) -> None:
+        if original is None:  # a point asked but never evaluated (an unusable ask): nothing to copy
+            trial.set_user_attr(TRIAL_ATTR_SKIPPED, "duplicate of an unevaluated ask")
+            study.tell(trial, state=TrialState.PRUNED)
+            return
+        trial.set_user_attr(TRIAL_ATTR_DUPLICATE, original.number)
+        trial.set_user_attr(TRIAL_ATTR_CANDIDATE, original.user_attrs[TRIAL_ATTR_CANDIDATE])
+        if original.state == TrialState.COMPLETE:
+            study.tell(trial, original.value)
+        elif original.state.is_finished():
+            study.tell(trial, state=original.state)
+        else:  # still being evaluated: told with it (see tell)
+            self._echoes.setdefault((study.study_name, original.number), []).append(trial.number)
+
     def bind(self, proposal: Proposal, candidate_id: str) -> None:
         """Key the trial by the candidate that will be evaluated for it."""
         proposal.trial.set_user_attr(TRIAL_ATTR_CANDIDATE, candidate_id)
 
+    def skip(self, proposal: Proposal, reason: str) -> None:
+        """An asked point that will not be evaluated (the rendered child was not new): PRUNED."""
+        proposal.trial.set_user_attr(TRIAL_ATTR_SKIPPED, reason[:200])
+        self._load(proposal.study).tell(proposal.trial_number, state=TrialState.PRUNED)
+
+    def _load(self, study_name: str) -> optuna.Study:
+        return self._studies.get(study_name) or optuna.load_study(study_name=study_name, storage=self.storage)
+
     def tell(self, study_name: str, trial_number: int, value: float | None) -> None:
         """``value`` is the fitness (geomean ms); None tells a failure."""
-        study = self._studies.get(study_name) or optuna.load_study(study_name=study_name, storage=self.storage)
-        trial = study.get_trials(deepcopy=False)[trial_number]
-        if trial.state.is_finished():
-            return  # told before the driver died; a resume must not tell twice
-        if value is None:
-            study.tell(trial_number, state=TrialState.FAIL)
-        else:
-            study.tell(trial_number, value)
+        study = self._load(study_name)
+        for number in [trial_number, *self._echoes.pop((study_name, trial_number), [])]:
+            trial = study.get_trials(deepcopy=False)[number]
+            if trial.state.is_finished():
+                continue  # told before the driver died; a resume must not tell twice
+            if value is None:
+                study.tell(number, state=TrialState.FAIL)
+            else:
+                study.tell(number, value)
+
+    def reconcile(self, outcome_of: Callable[[str], KnownOutcome | None]) -> int:
+        """After a killed driver: settle every trial left RUNNING.  A trial whose candidate the
+        store finished is told that outcome; one whose candidate the store never got (or that was
+        never bound) is told FAIL with ``lost``; a repeat of a still-running trial waits for it.
+        Returns how many trials were told."""
+        told = 0
+        for summary in self.storage.get_all_studies():
+            study = self._load(summary.study_name)
+            trials = study.get_trials(deepcopy=False)
+            for trial in trials:
+                if trial.state != TrialState.RUNNING:
+                    continue
+                original = trial.user_attrs.get(TRIAL_ATTR_DUPLICATE)
+                if original is not None:
+                    first = trials[int(original)]
+                    if first.state == TrialState.RUNNING:
+                        self._echoes.setdefault((study.study_name, first.number), []).append(trial.number)
+                        continue
+                    study.tell(trial.number, first.value if first.state == TrialState.COMPLETE else None,
+                               state=first.state)
+                    told += 1
+                    continue
+                cid = trial.user_attrs.get(TRIAL_ATTR_CANDIDATE)
+                known = outcome_of(cid) if cid else None
+                if known is not None and not known.finished:
+                    continue  # queued again by the resume: told when it is evaluated
+                if known is None:
+                    self.storage.set_trial_user_attr(trial._trial_id, TRIAL_ATTR_LOST, True)
+                    study.tell(trial.number, state=TrialState.FAIL)
+                elif known.value is None:
+                    study.tell(trial.number, state=TrialState.FAIL)
+                else:
+                    study.tell(trial.number, known.value)
+                told += 1
+        return told
 
     def best(self, family: str, fingerprint: str) -> tuple[dict[str, Any], float] | None:
         study = self.study(family, fingerprint)
@@ -173,6 +271,11 @@ class Tuner:
             return None
         best = min(done, key=lambda t: t.value)  # type: ignore[arg-type, return-value]
         return dict(best.params), float(best.value)  # type: ignore[arg-type]
+
+
+def _evaluated(trial: FrozenTrial) -> bool:
+    attrs = trial.user_attrs
+    return TRIAL_ATTR_CANDIDATE in attrs and TRIAL_ATTR_SEED not in attrs and TRIAL_ATTR_DUPLICATE not in attrs
 
 
 def _key(params: Mapping[str, Any]) -> tuple:

@@ -172,6 +172,55 @@ def test_sigkill_driver_then_resume_continues(tmp_path):
     assert len({c.id for c in cands}) == len(cands)
     assert all(c.state.is_terminal or c.state is State.PENDING for c in cands)
     assert Tuner(run_dir / "optuna.journal").trials_used("toy", cands[1].fingerprint) >= studies_before
+    assert journal_problems(run_dir) == []
+
+
+def journal_problems(run_dir):
+    """Where the Optuna journal disagrees with the run store (empty: a faithful record)."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from search.proposer import TRIAL_KEY
+    from search.tuning import TRIAL_ATTR_CANDIDATE, TRIAL_ATTR_DUPLICATE, TRIAL_ATTR_LOST, TRIAL_ATTR_SEED
+
+    storage = Tuner(run_dir / "optuna.journal").storage
+    problems = []
+    with RunStore.open(run_dir, readonly=True) as store:
+        by_id = {c.id: c for c in store.list_candidates()}
+        trial_of = {cid: store.get_json(TRIAL_KEY.format(cid=cid)) for cid in by_id}
+    trials = {}
+    for summary in storage.get_all_studies():
+        for t in optuna.load_study(study_name=summary.study_name, storage=storage).get_trials():
+            trials[(summary.study_name, t.number)] = t
+            cid = t.user_attrs.get(TRIAL_ATTR_CANDIDATE)
+            cand = by_id.get(cid) if cid else None
+            where = f"{summary.study_name}#{t.number}"
+            if t.state == TrialState.FAIL:
+                if not (t.user_attrs.get(TRIAL_ATTR_LOST) or (cand is not None and cand.state.is_failure)):
+                    problems.append(f"{where}: FAIL without a failed candidate or a lost mark")
+            elif t.state == TrialState.COMPLETE:
+                if cand is None or cand.state is not State.VERIFIED or cand.fitness_ms != t.value:
+                    problems.append(f"{where}: COMPLETE {t.value} but candidate {cid} is "
+                                    f"{cand and cand.state.value} {cand and cand.fitness_ms}")
+            elif t.state == TrialState.RUNNING:
+                if cand is None or cand.state.is_terminal:
+                    problems.append(f"{where}: RUNNING for {cid} ({cand and cand.state.value})")
+            elif t.state != TrialState.PRUNED:
+                problems.append(f"{where}: left {t.state.name}")
+            if cid and cand is None:
+                problems.append(f"{where}: names {cid}, which the store does not hold")
+            if t.number == 0 and not t.user_attrs.get(TRIAL_ATTR_SEED):
+                problems.append(f"{where}: the first trial is not the told seed point")
+            if t.user_attrs.get(TRIAL_ATTR_DUPLICATE) is not None and t.state == TrialState.FAIL \
+                    and not (cand is not None and cand.state.is_failure):
+                problems.append(f"{where}: a repeated point told FAIL")
+    # Every Optuna child in the store has its trial, in the state its candidate ended.
+    for cid, key in trial_of.items():
+        if key and (key["study"], key["number"]) not in trials:
+            problems.append(f"{cid}: its trial {key} is missing from the journal")
+        elif key and trials[(key["study"], key["number"])].user_attrs.get(TRIAL_ATTR_CANDIDATE) != cid:
+            problems.append(f"{cid}: its trial {key} names another candidate")
+    return problems
 
 
 def _reap_ray():
