@@ -87,6 +87,11 @@ CREATE TABLE champions(
 ) STRICT;
 CREATE INDEX champions_family ON champions(family, seq);
 """
+# Human events (population/events.py): additive to version 1, so it is also created on demand
+# in stores made before it existed.
+EVENTS_DDL = ("CREATE TABLE IF NOT EXISTS events(seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, "
+              "target TEXT NOT NULL, at REAL NOT NULL, body TEXT NOT NULL) STRICT")
+DDL += EVENTS_DDL + ";\n"
 
 
 def db_path(run_dir: Path) -> Path:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -42,8 +43,9 @@ def _with_overrides(config: RunConfig, **changes: Any) -> RunConfig:
         node[last] = value
     try:
         return RunConfig.model_validate(data)
-    except Exception as exc:  # the same message shape as a bad file
-        raise ConfigError(f"command-line options: {exc}") from None
+    except ValidationError as exc:  # one line: field and message
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'options'}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"command-line options: {problems}") from None
 
 
 def launch_command(
@@ -55,6 +57,10 @@ def launch_command(
     max_evals: Optional[int] = typer.Option(None, help="stop after this many evaluations"),
     max_minutes: Optional[float] = typer.Option(None, help="stop after this many minutes"),
     gpus: Optional[int] = typer.Option(None, help="use at most this many GPUs (default: all Ray sees)"),
+    focus: Optional[str] = typer.Option(None, help="CASE[,CASE...]: the fitness is these bench cases' geomean"),
+    target: Optional[float] = typer.Option(None, help="with --focus: stop once the focus is PCT%% faster"),
+    max_regression: Optional[float] = typer.Option(None, help="with --focus: other cases may get at most PCT%% "
+                                                   "slower than the family champion at the start (default 2)"),
 ) -> None:
     """Start a search.  With no options: local Ray, every GPU present (or the CPU with the smoke
     suites), all families, a few minutes of budget, LLM mutation only if configured."""
@@ -70,7 +76,8 @@ def launch_command(
         models = [{"name": m} for m in llm_model] if llm_model else None
         config = _with_overrides(config, name=name, **{"llm.base_url": llm_base_url, "llm.models": models,
                                                        "budget.max_evals": max_evals,
-                                                       "budget.max_minutes": max_minutes, "ray.gpus": gpus})
+                                                       "budget.max_minutes": max_minutes, "ray.gpus": gpus,
+                                                       **focus_overrides(focus, target, max_regression)})
     except ConfigError as exc:
         raise _fail(str(exc), 2)
     try:
@@ -78,6 +85,13 @@ def launch_command(
     except DriverError as exc:
         raise _fail(str(exc))
     raise typer.Exit(code)
+
+
+def focus_overrides(focus: Optional[str], target: Optional[float], max_regression: Optional[float]) -> dict:
+    if focus is None and (target is not None or max_regression is not None):
+        raise ConfigError("--target and --max-regression need --focus CASE[,CASE...]")
+    cases = [c.strip() for c in focus.split(",") if c.strip()] if focus is not None else None
+    return {"focus.cases": cases, "focus.target_pct": target, "focus.max_regression_pct": max_regression}
 
 
 def _cuda_here() -> bool:

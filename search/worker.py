@@ -44,6 +44,8 @@ class EvalRequest(BaseModel):
     target_rel_stderr: float = 0.01
     profile: bool = False
     verify_processes: int = Field(1, ge=1)
+    # A re-check (``qrsearch recheck``): torch.geqrf's source, timed in the candidate's bench child.
+    reference_source: str | None = None
 
     @property
     def deadline_s(self) -> float:
@@ -88,6 +90,7 @@ def _outcome(case: CaseResult) -> CaseOutcome:
                                        ("leak", v.leakage_scaled), ("recon", v.recon_scaled)) if x is not None}
     return CaseOutcome(case=case.case.name, status=_CASE_STATUS.get(case.status, CaseStatus.ERROR),
                        median_ms=t and t.median_ms, min_ms=t and t.min_ms, max_ms=t and t.max_ms,
+                       count=t and t.count, baseline_ms=case.baseline_ms,
                        residuals=residuals, message=("" if case.ok else case.message)[:2000], wall_s=case.wall_s)
 
 
@@ -200,6 +203,8 @@ class Worker:
             self._target_spares = processes + 1
             self._top_up()
         gates = list(request.verify_cases) + list(request.bench_cases)
+        reference = (materialize(request.reference_source, self.workdir / "candidates")
+                     if request.reference_source is not None else None)
         try:
             verify = run_candidate_parallel(path, gates, processes=processes, suite=request.verify_suite,
                                             mode="verify", device=request.device, limits=limits, fail_fast=True,
@@ -209,7 +214,8 @@ class Worker:
                 self._settle(request.startup_timeout_s)
                 bench = run_candidate(path, request.bench_cases, suite=request.bench_suite, mode="bench",
                                       device=request.device, limits=limits, policy=policy, fail_fast=True,
-                                      profile=request.profile, gate=False, spawn=self._take)
+                                      profile=request.profile, gate=False, spawn=self._take,
+                                      reference=reference)
         finally:
             self._top_up()  # the next candidate's children warm up now, before anything is timed
         outcome = outcome_from_reports(request, verify, bench, started, worker=self.name)

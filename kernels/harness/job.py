@@ -24,6 +24,9 @@ class Job(BaseModel):
     # False only where that exact call already passed in an earlier verify-mode job.
     gate: bool = True
     policy: TimingPolicy = Field(default_factory=TimingPolicy)
+    # Bench mode: a second file (torch.geqrf's) timed on the same cases right after the
+    # candidate in this same process, so a re-check sees both under identical conditions.
+    reference: str | None = None
 
     @field_validator("policy", mode="before")
     @classmethod

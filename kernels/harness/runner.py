@@ -242,11 +242,14 @@ def run_candidate(
     gate: bool = True,
     on_case: Callable[[int, CaseResult], None] | None = None,
     spawn: Callable[[], ChildProcess] = ChildProcess,
+    reference: str | Path | None = None,
 ) -> SuiteReport:
     """Evaluate a candidate file on ``cases`` in child processes and report every case.
 
     ``gate=False`` (bench mode) skips each case's reference-verified first call because an
-    earlier verify-mode job ran that exact call; every timed output is still verified."""
+    earlier verify-mode job ran that exact call; every timed output is still verified.
+    ``reference`` (bench mode): a file timed on each case right after the candidate in the
+    same child; its median becomes the case's ``baseline_ms``."""
     started = time.monotonic()
     path = Path(candidate).resolve()
     cases = list(cases)
@@ -260,7 +263,8 @@ def run_candidate(
     remaining = [i for i in range(len(cases)) if i not in results]
     while remaining:
         job = Job(candidate=str(path), cases=[cases[i] for i in remaining], mode=mode, profile=profile,
-                  device=device, policy=policy, fail_fast=fail_fast, gate=gate)
+                  device=device, policy=policy, fail_fast=fail_fast, gate=gate,
+                  reference=None if reference is None else str(Path(reference).resolve()))
         attempt = _run_attempt(spawn(), job, remaining, limits, on_case)
         if attempt.device != "unknown":
             info.device, info.device_name, info.versions = attempt.device, attempt.device_name, attempt.versions
