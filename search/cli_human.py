@@ -237,6 +237,38 @@ def unpause_command(run_dir: Path = RUN_ARG, as_json: bool = JSON_OPT) -> None:
     _run(run_dir, lambda store: (new_event(EventKind.UNPAUSE), {}), as_json)
 
 
+def human_panel(human: dict[str, Any]) -> Any:
+    """``show``'s panel of the engineer's events about one candidate, recheck comparisons included."""
+    from rich.console import Group
+    from rich.panel import Panel
+    from rich.table import Table
+
+    flags = [name for name in ("promoted", "disputed", "retired") if human[name]]
+    lines = [escape(f"{r['line']} -> {r['status']}" + (f" ({r['detail']})" if r["detail"] else ""))
+             for r in human["events"]]
+    parts: list[Any] = [("[bold]" + ", ".join(flags) + "[/]\n" if flags else "") + "\n".join(lines)]
+    for rc in human["rechecks"]:
+        if not rc["comparison"]:
+            continue
+        table = Table(title=f"recheck #{rc['seq']}: {rc['summary']}", title_justify="left")
+        for col in ("case", "recorded ms (min/max, n)", "recheck ms (min/max, n)", "geqrf then/now", "ratio",
+                    "drift-corrected", "band", "holds"):
+            table.add_column(col)
+        for row in rc["comparison"]:
+            if "recorded_ms" not in row:
+                table.add_row(row["case"], "-", "-", "-", "-", "-", "-", "no")
+                continue
+            table.add_row(row["case"], f"{row['recorded_ms']:.4g} ({row['recorded_min_ms'] or 0:.3g}/"
+                          f"{row['recorded_max_ms'] or 0:.3g}, {row['recorded_count'] or '-'})",
+                          f"{row['recheck_ms']:.4g} ({row['recheck_min_ms'] or 0:.3g}/{row['recheck_max_ms'] or 0:.3g}, "
+                          f"{row['recheck_count'] or '-'})",
+                          f"{row['geqrf_recorded_ms'] or 0:.4g}/{row['geqrf_recheck_ms'] or 0:.4g}",
+                          f"{row['ratio']:.3g}", f"{row['adjusted_ratio']:.3g}", f"{row['band']:.0%}",
+                          "[green]yes[/]" if row["holds"] else "[red]no[/]")
+        parts.append(table)
+    return Panel(Group(*parts), title="the engineer's events", title_align="left", border_style="magenta")
+
+
 COMMANDS = {"inject": inject_command, "note": note_command, "recheck": recheck_command,
             "promote": promote_command, "retire": retire_command, "pause": pause_command,
             "unpause": unpause_command}

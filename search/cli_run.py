@@ -126,6 +126,7 @@ def run_status(run_dir: Path) -> dict[str, Any]:
         champions = store.current_champion_ids()
         baseline = store.get_result(champions[BASELINE_FAMILY]) if BASELINE_FAMILY in champions else None
         seconds = evaluation_seconds(store)
+        human, focus = human_and_focus(store)
         best = {}
         for family, cid in sorted(champions.items()):
             if family == BASELINE_FAMILY:
@@ -143,6 +144,8 @@ def run_status(run_dir: Path) -> dict[str, Any]:
     state = driver.get("state", "created")
     if state == "running" and (updated is None or time.time() - updated > HEARTBEAT_S):
         state = "stopped (no heartbeat)"
+    elif state == "running" and (driver.get("human") or {}).get("paused"):
+        state = "running, paused (qrsearch unpause to go on)"
     started = min((s["started"] for s in sessions), default=None)
     return {
         "run_dir": str(run_dir), "state": state, "candidates": len(candidates), "states": dict(states),
@@ -156,8 +159,37 @@ def run_status(run_dir: Path) -> dict[str, Any]:
         "llm_cost_usd": float(counters.get("llm_cost_usd", 0.0)),
         "baseline_geomean_ms": baseline.geomean_ms if baseline else None,
         "best": best, "sessions": len(sessions), "stop_reason": driver.get("stop_reason"),
-        "seconds_per_evaluation": seconds,
+        "seconds_per_evaluation": seconds, "human": human, "focus": focus,
     }
+
+
+def human_and_focus(store: RunStore) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The engineer's events in force (search/human_view.py) and a focused run's progress (search/focus.py)."""
+    from search.focus import progress_from_store
+    from search.human_view import HumanView
+
+    config = RunConfig.model_validate_json(store.config_json())
+    return HumanView.load(store).summary(), progress_from_store(store, config.focus)
+
+
+def print_human_and_focus(data: dict[str, Any]) -> None:
+    human, focus = data["human"], data["focus"]
+    if human["events"]:
+        console.print(f"human: {human['events']} events ({human['unapplied']} not yet applied)"
+                      + ("; [bold yellow]paused[/]" if human["paused"] else "")
+                      + (f"; promoted {', '.join(human['promoted'])}" if human["promoted"] else "")
+                      + (f"; retired {len(human['retired'])} structure(s)" if human["retired"] else "")
+                      + (f"; disputed {', '.join(human['disputed'])}" if human["disputed"] else "")
+                      + f"; {human['notes']} notes, {human['rechecks']} rechecks")
+    if focus:
+        target = "no target" if focus["target_pct"] is None else f"target {focus['target_pct']:g}% faster"
+        console.print(f"focus: {', '.join(focus['cases'])} ({target}; other cases may regress at most "
+                      f"{focus['max_regression_pct']:g}%)")
+        for family, row in focus["families"].items():
+            pct = "-" if row["faster_pct"] is None else f"{row['faster_pct']:.1f}%"
+            console.print(f"  {family}: {pct} faster than {row['reference']} "
+                          f"({row['reference_focus_ms']:.4g} -> {row['champion_focus_ms'] or 0:.4g} ms, "
+                          f"champion {row['champion']})")
 
 
 def status_command(
@@ -186,6 +218,7 @@ def status_command(
     console.print(describe_evaluation_seconds(data["seconds_per_evaluation"]))
     console.print(f"LLM: {data['llm_calls']} calls, {data['llm_errors']} errors, {data['llm_tokens']} tokens, "
                   f"${data['llm_cost_usd']:.2f}")
+    print_human_and_focus(data)
     table = Table(title=f"best per family (torch.geqrf geomean {fmt(data['baseline_geomean_ms'], '.4g')} ms)",
                   title_justify="left")
     for column in ("family", "champion", "geomean ms", "speedup"):

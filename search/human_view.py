@@ -8,6 +8,7 @@ the report; works on a running and on a stopped run.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,14 +24,20 @@ class HumanView:
     events: list[HumanEvent] = field(default_factory=list)
     outcomes: dict[int, EventOutcome] = field(default_factory=dict)
     disputed: set[str] = field(default_factory=set)
+    focus: dict[str, Any] | None = None  # a focused run's objective and progress (search/focus.py)
 
     @classmethod
     def load(cls, store: RunStore) -> HumanView:
+        from search.config import FocusConfig
+        from search.focus import progress_from_store
+
         with store.read():
             events = read_events(store.connection)
             outcomes = read_outcomes(store.connection)
             disputed = store.get_json(DISPUTED_KEY, {}) or {}
-        return cls(events, outcomes, {cid for ids in disputed.values() for cid in ids})
+            config = json.loads(store.config_json() or "{}")
+            focus = progress_from_store(store, FocusConfig.model_validate(config.get("focus") or {}))
+        return cls(events, outcomes, {cid for ids in disputed.values() for cid in ids}, focus)
 
     def _ok(self, events: list[HumanEvent]) -> list[HumanEvent]:
         """Events the driver did not refuse (a stopped run's events count: they apply on resume)."""

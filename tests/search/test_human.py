@@ -280,3 +280,66 @@ def test_events_written_to_a_stopped_run_apply_once_on_resume(tmp_path, families
         assert [c.id for c in humans] == [read_outcomes(run.store.connection)[inj.seq].candidate_id]
         assert humans[0].state is State.VERIFIED
         run.close()
+
+
+def cli(*args, code=0):
+    from typer.testing import CliRunner
+
+    from search.cli import app
+
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    assert result.exit_code == code, (result.output, result.exception)
+    if code or "--json" in args:
+        return result.output
+    return " ".join(result.output.split())  # rich wraps lines at the terminal width
+
+
+def test_commands_on_a_stopped_run_validate_record_and_show(tmp_path, families):
+    cfg = config(tmp_path)
+    loop = make_loop(cfg, families, max_evals=10)
+    loop.run_until_done()
+    run_dir = cfg.run_dir
+    champion = loop.run.champion("toy").id
+    other = next(c.id for c in loop.run.store.list_candidates(family="toy", state=State.VERIFIED) if c.id != champion)
+    failed = loop.run.store.list_candidates(state=State.PENDING)
+    loop.run.close()
+    bad = tmp_path / "bad.py"
+    bad.write_text("import subprocess\n\ndef custom_kernel(A):\n    return subprocess.run(['true'])\n")
+    good = tmp_path / "good.py"
+    good.write_text(INJECTED)
+    # Bad input: one line each, exit 1, nothing written.
+    for args in ([run_dir, "inject", bad, "--family", "toy"], [run_dir, "inject", good, "--family", "nope"],
+                 [run_dir, "note", "c999", "x"], [run_dir, "recheck", champion, "--cases", "nope"],
+                 [run_dir, "promote", other, "--undo"], [run_dir, "retire", "zzzz"]):
+        out = cli(args[1], args[0], *args[2:], code=1)
+        assert out.startswith("error:") and len(out.strip().splitlines()) <= 2, out
+    with EventWriter(run_dir) as writer:
+        assert writer.events() == []
+    # export --family takes the promoted candidate, and says so; --undo gives the champion back.
+    out = cli("promote", run_dir, other, "--note", "reviewed the timings")
+    assert "applies when the run resumes" in out
+    out = cli("export", run_dir, "--family", "toy", "-o", tmp_path / "x.py")
+    assert f"candidate {other}, promoted by" in out and "reviewed the timings" in out
+    out = cli("export", run_dir, "--composite", "-o", tmp_path / "comp.py")
+    assert f"promoted candidates only: {other}" in out
+    cli("promote", run_dir, other, "--undo", "--note", "changed my mind")
+    out = cli("export", run_dir, "--family", "toy", "-o", tmp_path / "x.py")
+    assert f"candidate {champion}, the family champion" in out
+    data = json.loads(cli("note", run_dir, champion, "looks launch-bound", "--json"))
+    assert data["event"]["kind"] == "note" and data["running"] is False
+    cli("inject", run_dir, good, "--family", "toy", "--note", "contiguous first")
+    cli("retire", run_dir, other, "--note", "dead end")
+    cli("recheck", run_dir, champion)
+    cli("pause", run_dir)
+    status = json.loads(cli("status", run_dir, "--json"))
+    assert status["human"]["paused"] is True and status["human"]["unapplied"] == 7
+    cli("unpause", run_dir)
+    shown = json.loads(cli("show", run_dir, champion, "--json"))
+    kinds = [e["kind"] for e in shown["human"]["events"]]
+    assert "note" in kinds and "recheck" in kinds
+    tree = cli("lineage", run_dir, "--family", "toy")
+    assert "1 note" in tree and "retired structure" in tree
+    cli("report", run_dir, "-o", tmp_path / "r" / "report.html", "--no-png")
+    html = (tmp_path / "r" / "report.html").read_text()
+    assert "The engineer in the loop" in html and "looks launch-bound" in html and "changed my mind" in html
+    assert not failed
