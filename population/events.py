@@ -33,7 +33,7 @@ from pydantic import Field, JsonValue
 
 from population.errors import StoreCorrupt
 from population.models import Frozen
-from population.store_schema import EVENTS_DDL, check_header, check_identity, db_path
+from population.store_schema import EVENTS_DDL, check_header, check_identity, db_path, note_closed, note_open
 
 CURSOR_KEY = "human/cursor"
 OUTCOME_PREFIX = "human/outcome/"
@@ -126,15 +126,16 @@ class EventWriter:
         self.path = db_path(Path(run_dir))
         check_header(self.path)
         self._conn = sqlite3.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        note_open(self.path)
         try:
             self._conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             self._conn.execute("PRAGMA synchronous = NORMAL")  # as the driver: a commit survives a kill
             check_identity(self._conn, self.path, integrity=False)
         except sqlite3.DatabaseError as exc:
-            self._conn.close()
+            self.close()
             raise StoreCorrupt(self.path, f"cannot be read as a run store: {exc}") from exc
         except BaseException:
-            self._conn.close()
+            self.close()
             raise
 
     def append(self, event: HumanEvent) -> HumanEvent:
@@ -162,7 +163,10 @@ class EventWriter:
         return read_events(self._conn, after)
 
     def close(self) -> None:
-        self._conn.close()
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None  # type: ignore[assignment]
+            note_closed(self.path)
 
     def __enter__(self) -> EventWriter:
         return self

@@ -120,7 +120,8 @@ class SearchLoop:
         self._collect_llm()
         if not self.stop_requested:
             self._check_budget()
-        self.human.dispatch()
+        if not self.stop_requested:
+            self.human.dispatch()  # rechecks first, also while paused
         if not self.stop_requested and not self.human.paused:
             self._dispatch()
             self._start_llm_calls()
