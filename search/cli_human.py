@@ -83,7 +83,11 @@ def _run(run_dir: Path, build: Any, as_json: bool) -> None:
 
 
 def _config(store: RunStore) -> RunConfig:
-    return RunConfig.model_validate_json(store.config_json())
+    try:
+        return RunConfig.model_validate_json(store.config_json())
+    except ValueError as exc:  # e.g. a family no longer registered
+        first = str(exc).splitlines()
+        raise HumanInputError(f"the run's stored config no longer validates: {' '.join(first[1:3]).strip()}") from None
 
 
 RUN_ARG = typer.Argument(..., help="a run directory (runs/<name>)")

@@ -165,11 +165,10 @@ def run_status(run_dir: Path) -> dict[str, Any]:
 
 def human_and_focus(store: RunStore) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The engineer's events in force (search/human_view.py) and a focused run's progress (search/focus.py)."""
-    from search.focus import progress_from_store
     from search.human_view import HumanView
 
-    config = RunConfig.model_validate_json(store.config_json())
-    return HumanView.load(store).summary(), progress_from_store(store, config.focus)
+    human = HumanView.load(store)
+    return human.summary(), human.focus
 
 
 def print_human_and_focus(data: dict[str, Any]) -> None:

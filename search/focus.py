@@ -61,7 +61,7 @@ class Focus:
         self.config = config
         self.run = run
         self.log = log
-        self.references: dict[str, Any] = run.store.get_json(REFERENCE_KEY, {}) or {} if config.cases else {}
+        self.references: dict[str, Any] = (run.store.get_json(REFERENCE_KEY, {}) or {}) if config.cases else {}
 
     @property
     def active(self) -> bool:

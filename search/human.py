@@ -63,12 +63,18 @@ class HumanChannel:
     def _apply(self, event: HumanEvent) -> None:
         run = self.loop.run
         queued_front: str | None = None
-        with run.transaction():
-            outcome = self._effect(event)
-            if outcome.status is OutcomeStatus.APPLIED and event.kind is EventKind.INJECT:
-                queued_front = outcome.candidate_id
-            self._record(outcome)
-            self.store.set_json(CURSOR_KEY, event.seq)
+        try:
+            with run.transaction():
+                outcome = self._effect(event)
+                if outcome.status is OutcomeStatus.APPLIED and event.kind is EventKind.INJECT:
+                    queued_front = outcome.candidate_id
+                self._record(outcome)
+                self.store.set_json(CURSOR_KEY, event.seq)
+        except (KeyError, TypeError, ValueError) as exc:  # a malformed event (written by hand?): refuse it
+            outcome = self._outcome(event, OutcomeStatus.REFUSED, f"malformed event: {type(exc).__name__}: {exc}"[:300])
+            with run.transaction():
+                self._record(outcome)
+                self.store.set_json(CURSOR_KEY, event.seq)
         self.cursor = event.seq
         self.applied.append(event)
         if event.kind in (EventKind.PAUSE, EventKind.UNPAUSE) and outcome.status is OutcomeStatus.APPLIED:

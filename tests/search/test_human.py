@@ -343,3 +343,15 @@ def test_commands_on_a_stopped_run_validate_record_and_show(tmp_path, families):
     html = (tmp_path / "r" / "report.html").read_text()
     assert "The engineer in the loop" in html and "looks launch-bound" in html and "changed my mind" in html
     assert not failed
+
+
+def test_a_malformed_event_is_refused_and_the_run_goes_on(tmp_path, families):
+    loop = make_loop(config(tmp_path), families)
+    loop.start()
+    bad = send(loop, EventKind.INJECT, "toy", data={"params": {}})  # no source
+    good = send(loop, EventKind.NOTE, "c0000001", "still listening")
+    steps(loop, 2)
+    assert outcome(loop, bad.seq).status.value == "refused" and "source" in outcome(loop, bad.seq).detail
+    assert outcome(loop, good.seq).status.value == "applied"
+    assert not loop.run.store.list_candidates(origin=Origin.HUMAN)
+    assert loop.run.store.check_consistency() == []

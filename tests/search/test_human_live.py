@@ -38,8 +38,11 @@ HAND_WRITTEN = SHAPED_SOURCE.replace("    time.sleep(_pause_s(A.shape[-1]))",
 
 
 def qrsearch(*args: object) -> str:
+    """The real CLI in its own process, with the toy families registered as in the driver."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    result = subprocess.run([sys.executable, "-m", "search", *map(str, args)], cwd=ROOT, env=env,
+    code = ("import sys; from tests.search.inspect_run import install; install(); from search.cli import main; "
+            "main(sys.argv[1:])")
+    result = subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     return " ".join(result.stdout.split())
@@ -90,18 +93,20 @@ class Engineer(threading.Thread):
         self.until("the seed's evaluation", lambda s: evals(s) >= 2 and s.current_champion_ids().get("toy"))
         champion = self.read(lambda s: s.current_champion_ids()["toy"])
         # note -> the next LLM prompts carry it
+        before = len(self.server.requests)
         self.outcome(self.send(EventKind.NOTE, champion, NOTE).seq)
-        seen = len(self.server.requests)
+        seen = len(self.server.requests)  # prompts in [before, seen] may have been built either side of it
         deadline = time.monotonic() + 120
         while len(self.server.requests) <= seen + 1 and time.monotonic() < deadline:
             time.sleep(0.2)
         f["prompts_after_note"] = [r["body"]["messages"][1]["content"] for r in self.server.requests[seen + 1:]]
-        f["prompts_before_note"] = [r["body"]["messages"][1]["content"] for r in self.server.requests[:seen]]
+        f["prompts_before_note"] = [r["body"]["messages"][1]["content"] for r in self.server.requests[:before]]
         # pause (the real CLI): the work in flight finishes, then nothing starts
         qrsearch("pause", self.run_dir)
         self.until("a paused, idle driver", lambda s: (st := s.get_json(STATUS_KEY) or {}).get("human", {}).get(
             "paused") and st.get("inflight") == 0 and st["updated"] > time.time() - 3)
         paused_at = self.read(evals)
+        f["told_at_pause"] = self.read(lambda s: int(s.counter("evaluations")))  # rejected edits count too
         # inject while paused: queued, not started; after unpause it is the very next evaluation
         hand = self.tmp / "hand.py"
         hand.write_text(HAND_WRITTEN)
@@ -177,7 +182,10 @@ def test_commands_against_a_running_search(tmp_path, monkeypatch):
     assert f["status_paused"]["state"].startswith("running, paused") and f["status_paused"]["human"]["paused"]
     cand, told = f["injected"]
     assert cand.origin is Origin.HUMAN and cand.state is State.VERIFIED
-    assert told == f["paused_at"] + 1, "the injected candidate is the next evaluation after unpause"
+    with RunStore.open(config.run_dir, readonly=True) as store:
+        between = [c for c in store.list_candidates() if f["told_at_pause"] < (store.told_seq(c.id) or 0) < told]
+    # The injected candidate is the next one evaluated: only LLM edits that never ran (rejected) came between.
+    assert all(c.state is State.REJECTED for c in between), [(c.id, c.state) for c in between]
     assert all(c.fingerprint != f["seed_fp"] for c in f["made_after_retire"] if c.origin is not Origin.HUMAN)
     assert f["seed_fp"] not in f["parents_after_retire"]
     assert f"candidate {f['promoted']}, promoted by" in f["export"]
@@ -208,8 +216,13 @@ def test_commands_against_a_running_search(tmp_path, monkeypatch):
         tampered = read_outcomes(store.connection)[event.seq]
         assert store.check_consistency(deep=True) == []
     assert tampered.status.value == "done" and tampered.data["holds"] is False
-    worst_honest = max(r["adjusted_ratio"] for r in honest.data["cases"])
-    assert min(r["adjusted_ratio"] for r in tampered.data["cases"]) > 4 * worst_honest
+    assert all(not r["holds"] for r in tampered.data["cases"])
+
+    def median(rows):
+        ratios = sorted(r["adjusted_ratio"] for r in rows)
+        return ratios[len(ratios) // 2]
+
+    assert median(tampered.data["cases"]) > 5 * median(honest.data["cases"])  # the /20, through CPU noise
     show = qrsearch("show", copy, champion)
     assert "disputed" in show and "does not hold" in show
 
