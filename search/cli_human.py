@@ -255,8 +255,8 @@ def human_panel(human: dict[str, Any]) -> Any:
         if not rc["comparison"]:
             continue
         table = Table(title=f"recheck #{rc['seq']}: {rc['summary']}", title_justify="left")
-        for col in ("case", "recorded ms (min/max, n)", "recheck ms (min/max, n)", "geqrf then/now", "ratio",
-                    "drift-corrected", "band", "holds"):
+        for col in ("case", "recorded ms (min/max, n)", "recheck ms (min/max, n)", "geqrf then/now", "median ratio",
+                    "best call / drift", "band", "holds"):
             table.add_column(col)
         for row in rc["comparison"]:
             if "recorded_ms" not in row:

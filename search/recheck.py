@@ -2,11 +2,17 @@
 
 The candidate and torch.geqrf are timed again in one evaluation child, on the chosen
 benchmark cases with new seeds (so fresh inputs), and each case is compared with the
-recorded numbers.  Times drift with the machine, so the comparison is relative to
-torch.geqrf: ratio = (new median / recorded median) / (new geqrf / recorded geqrf).
-A case holds when that ratio is within the noise band: at least :data:`MIN_BAND`, or
-the two measurements' half spreads ((max - min) / 2 / median) added, if wider.  A
-result that is *faster* on re-check holds (the claim was "at least this fast").
+recorded numbers (median, min/max, count).  The question is one-sided — can the
+recorded speed be reproduced? — and must survive a shared, noisy machine, where load
+only ever adds time.  So a case holds when the fastest re-timed call is no slower than
+the recorded median by more than the noise band:
+
+    best ratio = new min / recorded median, divided by the drift (torch.geqrf's new /
+    recorded median, clamped to [1/3, 3]: a slower or faster machine, not a different one)
+    holds  <=>  best ratio <= 1 + band,  band = max(MIN_BAND, recorded half spread)
+
+where the half spread is (max - min) / 2 / median.  A result that is *faster* on
+re-check holds (the claim was "at least this fast").  The median ratio is reported too.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from kernels.suites import Case
 from population.models import CaseOutcome, EvalResult, State
 
 MIN_BAND = 0.05
+MAX_DRIFT = 3.0
 SEED_STRIDE = 1_000_003  # new seeds per recheck event: far from the suite's own
 _MARK = ":recheck:"
 
@@ -46,8 +53,8 @@ def _half_spread(c: CaseOutcome) -> float:
 
 def compare(recorded: EvalResult, baseline: EvalResult | None, state: State, fresh: EvalResult,
             reason: str = "") -> dict[str, Any]:
-    """Per case: recorded and new median/min/max/count, geqrf before and now, the drift-corrected
-    ratio, the band and whether it holds; ``holds`` overall."""
+    """Per case: recorded and new median/min/max/count, geqrf before and now, the median ratio,
+    the drift-corrected best ratio, the band and whether it holds; ``holds`` overall."""
     if state is not State.VERIFIED:
         return {"holds": False, "cases": [], "summary": f"the re-check did not verify: {reason or fresh.error}"[:500]}
     before = {c.case: c for c in recorded.cases}
@@ -59,20 +66,23 @@ def compare(recorded: EvalResult, baseline: EvalResult | None, state: State, fre
             rows.append({"case": new.case, "holds": False, "why": "no recorded time for this case"})
             continue
         ratio = new.median_ms / old.median_ms
+        best = (new.min_ms or new.median_ms) / old.median_ms
         drift = (new.baseline_ms / geqrf_before[new.case]
                  if new.baseline_ms and geqrf_before.get(new.case) else None)
-        adjusted = ratio / drift if drift else ratio
-        band = max(MIN_BAND, _half_spread(old) + _half_spread(new))
+        adjusted = best / min(MAX_DRIFT, max(1 / MAX_DRIFT, drift)) if drift else best
+        band = max(MIN_BAND, _half_spread(old))
         rows.append({"case": new.case, "recorded_ms": old.median_ms, "recorded_min_ms": old.min_ms,
                      "recorded_max_ms": old.max_ms, "recorded_count": old.count, "recheck_ms": new.median_ms,
                      "recheck_min_ms": new.min_ms, "recheck_max_ms": new.max_ms, "recheck_count": new.count,
                      "geqrf_recorded_ms": geqrf_before.get(new.case), "geqrf_recheck_ms": new.baseline_ms,
-                     "ratio": round(ratio, 4), "drift": None if drift is None else round(drift, 4),
+                     "ratio": round(ratio, 4), "best_ratio": round(best, 4),
+                     "drift": None if drift is None else round(drift, 4),
                      "adjusted_ratio": round(adjusted, 4), "band": round(band, 4),
                      "holds": adjusted <= 1.0 + band})
     holds = bool(rows) and all(r["holds"] for r in rows)
     worst = max((r for r in rows if "adjusted_ratio" in r), key=lambda r: r["adjusted_ratio"], default=None)
     summary = ("holds" if holds else "does not hold") + (
-        f": worst {worst['case']} {worst['adjusted_ratio']:.3g}x the recorded time (band {worst['band']:.0%})"
+        f": worst {worst['case']}, best re-timed call {worst['adjusted_ratio']:.3g}x the recorded median "
+        f"(band {worst['band']:.0%})"
         if worst else "")
     return {"holds": holds, "cases": rows, "summary": summary}

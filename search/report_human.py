@@ -49,8 +49,8 @@ def recheck_html(view: RunView, table: Table) -> str:
                          _n(r["ratio"], ".3g"), _n(r["adjusted_ratio"], ".3g"), f"{100 * r['band']:.0f}%",
                          "yes" if r["holds"] else "<b>no</b>"])
         if rows:
-            out.append(table(["case", "recorded ms", "recheck ms", "torch.geqrf then / now", "ratio",
-                              "drift-corrected", "noise band", "holds"], rows, numeric={4, 5, 6}))
+            out.append(table(["case", "recorded ms", "recheck ms", "torch.geqrf then / now", "median ratio",
+                              "best call / drift", "noise band", "holds"], rows, numeric={4, 5, 6}))
     return "".join(out)
 
 
