@@ -273,6 +273,35 @@ def human_panel(human: dict[str, Any]) -> Any:
     return Panel(Group(*parts), title="the engineer's events", title_align="left", border_style="magenta")
 
 
+def human_and_focus(store: RunStore) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The engineer's events in force (search/human_view.py) and a focused run's progress (search/focus.py)."""
+    from search.human_view import HumanView
+
+    human = HumanView.load(store)
+    return human.summary(), human.focus
+
+
+def print_human_and_focus(data: dict[str, Any], console: Console) -> None:
+    """``status``'s lines on the engineer's events and the focus."""
+    human, focus = data["human"], data["focus"]
+    if human["events"]:
+        console.print(f"human: {human['events']} events ({human['unapplied']} not yet applied)"
+                      + ("; [bold yellow]paused[/]" if human["paused"] else "")
+                      + (f"; promoted {', '.join(human['promoted'])}" if human["promoted"] else "")
+                      + (f"; retired {len(human['retired'])} structure(s)" if human["retired"] else "")
+                      + (f"; disputed {', '.join(human['disputed'])}" if human["disputed"] else "")
+                      + f"; {human['notes']} notes, {human['rechecks']} rechecks")
+    if focus:
+        target = "no target" if focus["target_pct"] is None else f"target {focus['target_pct']:g}% faster"
+        console.print(f"focus: {', '.join(focus['cases'])} ({target}; other cases may regress at most "
+                      f"{focus['max_regression_pct']:g}%)")
+        for family, row in focus["families"].items():
+            pct = "-" if row["faster_pct"] is None else f"{row['faster_pct']:.1f}%"
+            console.print(f"  {family}: {pct} faster than {row['reference']} "
+                          f"({row['reference_focus_ms']:.4g} -> {row['champion_focus_ms'] or 0:.4g} ms, "
+                          f"champion {row['champion']})")
+
+
 COMMANDS = {"inject": inject_command, "note": note_command, "recheck": recheck_command,
             "promote": promote_command, "retire": retire_command, "pause": pause_command,
             "unpause": unpause_command}

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from population.errors import RunStoreError
 from population.store import RunStore
+from search.cli_human import human_and_focus, print_human_and_focus
 from search.config import ConfigError, RunConfig, default_config
 from search.loop import STATUS_KEY
 from search.progress import describe_evaluation_seconds, evaluation_seconds
@@ -163,34 +164,6 @@ def run_status(run_dir: Path) -> dict[str, Any]:
     }
 
 
-def human_and_focus(store: RunStore) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The engineer's events in force (search/human_view.py) and a focused run's progress (search/focus.py)."""
-    from search.human_view import HumanView
-
-    human = HumanView.load(store)
-    return human.summary(), human.focus
-
-
-def print_human_and_focus(data: dict[str, Any]) -> None:
-    human, focus = data["human"], data["focus"]
-    if human["events"]:
-        console.print(f"human: {human['events']} events ({human['unapplied']} not yet applied)"
-                      + ("; [bold yellow]paused[/]" if human["paused"] else "")
-                      + (f"; promoted {', '.join(human['promoted'])}" if human["promoted"] else "")
-                      + (f"; retired {len(human['retired'])} structure(s)" if human["retired"] else "")
-                      + (f"; disputed {', '.join(human['disputed'])}" if human["disputed"] else "")
-                      + f"; {human['notes']} notes, {human['rechecks']} rechecks")
-    if focus:
-        target = "no target" if focus["target_pct"] is None else f"target {focus['target_pct']:g}% faster"
-        console.print(f"focus: {', '.join(focus['cases'])} ({target}; other cases may regress at most "
-                      f"{focus['max_regression_pct']:g}%)")
-        for family, row in focus["families"].items():
-            pct = "-" if row["faster_pct"] is None else f"{row['faster_pct']:.1f}%"
-            console.print(f"  {family}: {pct} faster than {row['reference']} "
-                          f"({row['reference_focus_ms']:.4g} -> {row['champion_focus_ms'] or 0:.4g} ms, "
-                          f"champion {row['champion']})")
-
-
 def status_command(
     run_dir: Path = typer.Argument(..., help="a run directory (runs/<name>)"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables"),
@@ -217,7 +190,7 @@ def status_command(
     console.print(describe_evaluation_seconds(data["seconds_per_evaluation"]))
     console.print(f"LLM: {data['llm_calls']} calls, {data['llm_errors']} errors, {data['llm_tokens']} tokens, "
                   f"${data['llm_cost_usd']:.2f}")
-    print_human_and_focus(data)
+    print_human_and_focus(data, console)
     table = Table(title=f"best per family (torch.geqrf geomean {fmt(data['baseline_geomean_ms'], '.4g')} ms)",
                   title_justify="left")
     for column in ("family", "champion", "geomean ms", "speedup"):
