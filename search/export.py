@@ -43,9 +43,10 @@ class ExportError(ValueError):
 
 
 def promoted(view: RunView, families: list[str] | None = None) -> list[str]:
-    """Verified candidates an engineer promoted (``qrsearch promote``), most recent promotion first."""
+    """Verified candidates an engineer promoted (``qrsearch promote``), most recent promotion first;
+    a promoted result that a later recheck disputed is left out (its re-measurement may be promoted)."""
     ok = {c.id for c in view.verified(families)}
-    return [cid for cid in view.human.promoted_ids() if cid in ok]
+    return [cid for cid in view.human.promoted_ids() if cid in ok and cid not in view.human.disputed]
 
 
 def family_choice(view: RunView, family: str) -> tuple[str, str]:
@@ -58,7 +59,10 @@ def family_choice(view: RunView, family: str) -> tuple[str, str]:
                           f"{view.current.get(family, '-')}"
     if family not in view.current:
         raise ExportError(f"family {family} has no verified champion yet in {view.run_dir}")
-    return view.current[family], "the family champion (no promoted candidate)"
+    skipped = [cid for cid in view.human.promoted_ids() if cid in view.human.disputed
+               and view.by_id[cid].family == family]
+    return view.current[family], "the family champion (no promoted candidate" + (
+        f"; promoted {', '.join(skipped)} did not hold on recheck)" if skipped else ")")
 
 
 def export_candidate(view: RunView, ref: str) -> tuple[str, str]:
