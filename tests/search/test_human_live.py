@@ -126,6 +126,11 @@ class Engineer(threading.Thread):
         seed_fp = self.read(lambda s: s.get_candidate(champion).fingerprint)
         retire = self.send(EventKind.RETIRE, f"toy/{seed_fp}", "dead end")
         self.outcome(retire.seq)
+        # An LLM call in flight was given its parent before the retirement: let it (and the next) land first.
+        asked = len(self.server.requests)
+        deadline = time.monotonic() + 120
+        while len(self.server.requests) < asked + 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
         first = self.read(lambda s: s.next_seq())
         made = self.until("children after the retirement", lambda s: (
             m := [c for c in s.list_candidates(family="toy") if int(c.id[1:]) >= first and c.origin
