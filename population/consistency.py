@@ -28,7 +28,9 @@ _QUERIES: tuple[tuple[str, str], ...] = (
      "SELECT id FROM candidates WHERE state IN ('pending', 'running') AND told_seq IS NOT NULL"),
     ("verified candidate whose result disagrees with its fitness",
      "SELECT c.id FROM candidates c LEFT JOIN results r ON r.candidate_id = c.id WHERE c.state = 'verified' "
-     "AND c.origin != 'migration' AND (r.geomean_ms IS NULL OR r.geomean_ms != c.fitness_ms)"),
+     "AND c.origin != 'migration' AND CASE WHEN json_extract(r.body, '$.focus_ms') IS NULL "
+     "THEN r.geomean_ms IS NULL OR r.geomean_ms != c.fitness_ms "  # a focused run ranks by focus_ms
+     "ELSE abs(json_extract(r.body, '$.focus_ms') - c.fitness_ms) > 1e-9 * c.fitness_ms END"),
     ("failed candidate without a reason",
      f"SELECT id FROM candidates WHERE state IN {_FAILED} AND trim(reason) = ''"),
     ("migrant that is not a verified copy of a same-family parent",
@@ -41,7 +43,9 @@ _QUERIES: tuple[tuple[str, str], ...] = (
     ("champion that is not strictly faster than the one before",
      "SELECT h.candidate_id FROM champions h JOIN champions p ON p.family = h.family AND p.seq = "
      "(SELECT max(seq) FROM champions WHERE family = h.family AND seq < h.seq) "
-     "WHERE h.fitness_ms >= p.fitness_ms"),
+     "WHERE h.fitness_ms >= p.fitness_ms AND h.cause != 'disputed' AND NOT EXISTS (SELECT 1 FROM kv, "
+     "json_each(kv.value) fam, json_each(fam.value) d WHERE kv.key = 'population/disputed' "
+     "AND d.value = p.candidate_id)"),  # a disputed champion's successor may be slower: it reproduced
     ("structure whose evaluation count disagrees with its candidates",
      "SELECT s.fingerprint FROM structures s WHERE s.evals != (SELECT count(*) FROM candidates c WHERE "
      "c.family = s.family AND c.fingerprint = s.fingerprint AND c.told_seq IS NOT NULL "

@@ -40,7 +40,7 @@ class ChampionChange(Frozen):
     previous_id: CandidateId | None
     fitness_ms: float
     family_evals: int
-    cause: str  # first | improved | overtook | matured
+    cause: str  # first | improved | overtook | matured | disputed (the champion's result did not reproduce)
 
 
 class TellReport(Frozen):
@@ -67,6 +67,9 @@ class Family:
         # (ever-growing) table of all structures.
         self._maturing: set[str] = set()
         self.evals = 0
+        # Results an engineer's recheck did not reproduce: never crowned (a re-measurement
+        # of the same code is a new candidate and may be).  Migrant copies share the verdict.
+        self.disputed: set[str] = set()
 
     @classmethod
     def fresh(cls, config: FamilyConfig, seed: int) -> Family:
@@ -100,8 +103,40 @@ class Family:
             exempt.add(self.champion.id)
         return exempt
 
-    def select_parent(self, island: int) -> Candidate | None:
-        return select(self.island(island).ranked(), self.rng, self.config.selection)
+    def select_parent(self, island: int, exclude: frozenset[str] = frozenset()) -> Candidate | None:
+        """A parent by the selection rule; ``exclude`` holds fingerprints not to build on (retired)."""
+        ranked = [m for m in self.island(island).ranked() if m.fingerprint not in exclude]
+        return select(ranked, self.rng, self.config.selection)
+
+    def is_disputed(self, cid: str) -> bool:
+        return cid in self.disputed
+
+    def dispute(self, cid: str) -> tuple[list[ChampionChange], list[StructureRecord]]:
+        """Mark a result as not reproduced.  A disputed champion loses the title to the fastest
+        undisputed member of a judged structure (none: it stays until a rival verifies, see
+        :meth:`_faster`).  Returns the champion changes and structure records to persist."""
+        self.disputed.add(cid)
+        self._spread_disputes()
+        changed: dict[str, StructureRecord] = {}
+        changes: list[ChampionChange] = []
+        if self.champion is not None and self.champion.id in self.disputed:
+            judged = [m for m in self.members() if m.id not in self.disputed
+                      and self.structures[m.fingerprint].status is not StructureStatus.MATURING]
+            if judged:
+                best = min(judged, key=lambda m: (m.fitness_ms, id_sort_key(m.id)))
+                self._crown(best, "disputed", changed, changes)
+        return changes, list(changed.values())
+
+    def _spread_disputes(self) -> None:
+        """Migrant copies of a disputed result carry the same measurement: dispute them too."""
+        grew = True
+        while grew:
+            grew = False
+            for m in self.members():
+                if m.origin is Origin.MIGRATION and m.id not in self.disputed and m.parent_ids \
+                        and m.parent_ids[0] in self.disputed:
+                    self.disputed.add(m.id)
+                    grew = True
 
     # --- updates -------------------------------------------------------------------------
 
@@ -132,7 +167,7 @@ class Family:
 
         if candidate.state is State.VERIFIED:
             island.add(candidate)
-            if self.champion is None:
+            if self.champion is None and candidate.id not in self.disputed:
                 self._crown(candidate, "first", changed, changes)
             elif rec.status is not StructureStatus.MATURING and self._faster(candidate):
                 cause = "improved" if fp == self.champion.fingerprint else "overtook"
@@ -153,6 +188,8 @@ class Family:
                 self.islands[target].add(migrant)
                 migrants.append(migrant)
             evicted += self._enforce_all()
+        if self.disputed:
+            self._spread_disputes()
         return TellReport(candidate=candidate, evicted=tuple(evicted), structures=tuple(changed.values()),
                           champion_changes=tuple(changes), migrants=tuple(migrants))
 
@@ -163,6 +200,10 @@ class Family:
 
     def _faster(self, candidate: Candidate) -> bool:
         assert candidate.fitness_ms is not None
+        if candidate.id in self.disputed:
+            return False
+        if self.champion is not None and self.champion.id in self.disputed:
+            return True  # any undisputed judged result beats one that did not reproduce
         return candidate.fitness_ms < self._bar()
 
     def _put(self, rec: StructureRecord, changed: dict[str, StructureRecord]) -> None:
@@ -194,7 +235,8 @@ class Family:
             return
         best = self.find(rec.best_id)
         assert best is not None, f"protected best {rec.best_id} of {rec.fingerprint} is missing"
-        if self.champion is None or self._faster(best):
+        if (self.champion is None and best.id not in self.disputed) or (self.champion is not None
+                                                                          and self._faster(best)):
             self._crown(best, "matured" if self.champion else "first", changed, changes)
         else:
             self._put(rec.with_status(StructureStatus.MATURED, self.evals), changed)
@@ -215,13 +257,15 @@ class Family:
             "members": [m.model_dump(mode="json") for m in sorted(self.members(), key=lambda c: id_sort_key(c.id))],
             "structures": [self.structures[k].model_dump(mode="json") for k in sorted(self.structures)],
             "rng": rng_state_to_json(self.rng),
+            "disputed": sorted(self.disputed, key=id_sort_key),
         }
 
     @classmethod
     def restore(cls, config: FamilyConfig, *, evals: int, champion_id: str | None, members: list[Candidate],
-                structures: list[StructureRecord], rng: random.Random) -> Family:
+                structures: list[StructureRecord], rng: random.Random, disputed: frozenset[str] = frozenset()) -> Family:
         fam = cls(config, rng)
         fam.evals = evals
+        fam.disputed = set(disputed)
         for m in members:
             fam.island(m.island).add(m)
         for rec in structures:
@@ -238,7 +282,7 @@ class Family:
                            champion_id=data["champion"],
                            members=[Candidate.model_validate(m) for m in data["members"]],
                            structures=[StructureRecord.model_validate(s) for s in data["structures"]],
-                           rng=rng_from_json(data["rng"]))
+                           rng=rng_from_json(data["rng"]), disputed=frozenset(data.get("disputed", ())))
 
     def invariant_violations(self) -> list[str]:
         """Checks the rules hold; empty when healthy (used by tests and consistency checks)."""
@@ -256,10 +300,10 @@ class Family:
         if self.champion is not None:
             if [r.fingerprint for r in champs] != [self.champion.fingerprint]:
                 problems.append(f"{self.name}: champion structure records disagree: {champs}")
-            bar = self._bar()
+            bar = 0.0 if self.champion.id in self.disputed else self._bar()
             for rec in self.structures.values():
                 if rec.status in (StructureStatus.MATURED, StructureStatus.CHAMPION) and rec.best_fitness_ms \
-                        is not None and rec.best_fitness_ms < bar:
+                        is not None and rec.best_fitness_ms < bar and rec.best_id not in self.disputed:
                     problems.append(f"{self.name}: judged structure {rec.fingerprint} beats the champion "
                                     f"by more than the margin")
         elif champs:

@@ -30,6 +30,7 @@ class Origin(StrEnum):
     OPTUNA = "optuna"
     MIGRATION = "migration"
     CROSSOVER = "crossover"
+    HUMAN = "human"  # injected by an engineer (``qrsearch inject``) or a re-measurement they asked for
 
 
 class State(StrEnum):
@@ -202,6 +203,7 @@ class CaseOutcome(_Measured):
     median_ms: float | None = None
     min_ms: float | None = None
     max_ms: float | None = None
+    count: int | None = Field(default=None, ge=0)  # timed calls behind the median
     baseline_ms: float | None = None
     speedup: float | None = None
     residuals: dict[str, float] = Field(default_factory=dict)
@@ -213,6 +215,8 @@ class EvalResult(_Measured):
     candidate_id: CandidateId
     cases: tuple[CaseOutcome, ...] = ()
     geomean_ms: float | None = None
+    # A focused run's fitness: the geomean of its focused cases only (None: the suite geomean).
+    focus_ms: float | None = None
     baseline_geomean_ms: float | None = None
     speedup: float | None = None
     device: str = ""
@@ -240,7 +244,14 @@ class EvalResult(_Measured):
         g = self.geomean_ms
         if g is not None and not (g > 0 and math.isfinite(g)):
             raise ValueError("geomean_ms must be positive and finite when present")
+        if self.focus_ms is not None and not (self.focus_ms > 0 and math.isfinite(self.focus_ms)):
+            raise ValueError("focus_ms must be positive and finite when present")
         return self
+
+    @property
+    def fitness_ms(self) -> float | None:
+        """What the population ranks by: the focused geomean in a focused run, else the suite's."""
+        return self.focus_ms if self.focus_ms is not None else self.geomean_ms
 
 
 def result_json(result: EvalResult) -> str:

@@ -16,13 +16,14 @@ from typing import Any
 
 from population.config import FamilyConfig, PopulationConfig
 from population.errors import InvalidTransition, RunStoreError
-from population.family import Family, TellReport
+from population.family import ChampionChange, Family, TellReport
 from population.models import Candidate, EvalResult, NewCandidate, State, candidate_id
 from population.population import Population
 from population.rng import derived_rng, rng_from_json, rng_state_to_json
 from population.store import RunStore
 
 POPULATION_CONFIG_KEY = "population.config"
+DISPUTED_KEY = "population/disputed"  # {family: [candidate ids whose result did not reproduce]}
 
 
 def rng_name(family: str) -> str:
@@ -45,6 +46,7 @@ def load_population(store: RunStore) -> Population:
         structures = store.structures()
         champions = store.current_champion_ids()
         counters = store.counters("evals/")
+        disputed = store.get_json(DISPUTED_KEY, {}) or {}
     families: dict[str, Family] = {}
     for fc in config.families:
         saved = rngs.get(rng_name(fc.name))
@@ -52,7 +54,8 @@ def load_population(store: RunStore) -> Population:
         families[fc.name] = Family.restore(
             fc, evals=int(counters.get(evals_key(fc.name), 0)), champion_id=champions.get(fc.name),
             members=[m for m in members if m.family == fc.name],
-            structures=[s for s in structures if s.family == fc.name], rng=rng)
+            structures=[s for s in structures if s.family == fc.name], rng=rng,
+            disputed=frozenset(disputed.get(fc.name, ())))
     return Population(config, families)
 
 
@@ -123,8 +126,8 @@ class Run:
 
     # --- reading the population ------------------------------------------------------------
 
-    def select_parent(self, family: str, island: int = 0) -> Candidate | None:
-        return self.population.select_parent(family, island)
+    def select_parent(self, family: str, island: int = 0, exclude: frozenset[str] = frozenset()) -> Candidate | None:
+        return self.population.select_parent(family, island, exclude)
 
     def champion(self, family: str) -> Candidate | None:
         return self.population.champion(family)
@@ -185,7 +188,7 @@ class Run:
             raise InvalidTransition(f"{cid}: tell() takes a final state, not {state}")
         if result is not None and result.candidate_id != cid:
             raise ValueError(f"result is for {result.candidate_id}, not {cid}")
-        if state is State.VERIFIED and (result is None or result.geomean_ms is None):
+        if state is State.VERIFIED and (result is None or result.fitness_ms is None):
             raise ValueError(f"{cid}: a verified candidate needs a result with geomean_ms")
         if not reason and state.is_failure and result is not None and result.error.strip():
             reason = result.error.strip().splitlines()[0][:500]
@@ -193,7 +196,7 @@ class Run:
             current = self.store.get_candidate(cid)
             if current.state.is_terminal:
                 return self._repeat(current, state, result)
-            fitness = result.geomean_ms if state is State.VERIFIED and result is not None else None
+            fitness = result.fitness_ms if state is State.VERIFIED and result is not None else None
             final = current.with_state(state, reason=reason, fitness_ms=fitness, now=self.clock())
             n = self.store.add_counters({"evaluations": 1, "failures": int(state.is_failure)})["evaluations"]
             if result is not None:
@@ -208,6 +211,23 @@ class Run:
             report = self.population.tell(final, new_id, self.clock())
             self._persist(report, int(n))
             return report
+
+    def dispute(self, cid: str) -> list[ChampionChange]:
+        """A result that a recheck did not reproduce: never crowned again (a disputed champion
+        hands the title on), in one commit.  Returns the champion changes."""
+        cand = self.store.get_candidate(cid)
+        with self.transaction():
+            self._mutated = True
+            fam = self.population.family(cand.family)
+            changes, records = fam.dispute(cid)
+            disputed = self.store.get_json(DISPUTED_KEY, {}) or {}
+            disputed[fam.name] = sorted(fam.disputed, key=lambda c: (len(c), c))
+            self.store.set_json(DISPUTED_KEY, disputed)
+            for rec in records:
+                self.store.put_structure(rec)
+            for change in changes:
+                self.store.add_champion_change(change, self.clock())
+            return changes
 
     def _repeat(self, current: Candidate, state: State, result: EvalResult | None) -> TellReport:
         if current.state is state and self.store.get_result(current.id) == result:

@@ -22,7 +22,7 @@ from typing import Any, Self
 
 from population.errors import RunStoreError, StoreCorrupt, StoreExists, StoreLocked, StoreReadOnly
 from population.store_schema import (APPLICATION_ID, DDL, LOCK_NAME, SCHEMA_VERSION, check_header,
-                                     check_identity, db_path, fsync_dir)
+                                     check_identity, db_path, fsync_dir, note_closed, note_open)
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -41,6 +41,8 @@ class StoreFile:
         self._lock_fd = lock_fd
         self._depth = 0
         self._mutex = threading.RLock()
+        note_open(path)  # see store_schema.check_header: no raw reads of this file while it is open here
+        self._open_here = True
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -140,6 +142,9 @@ class StoreFile:
 
     def close(self) -> None:
         with self._mutex:
+            if self._open_here:
+                self._open_here = False
+                note_closed(self.path)
             self._conn.close()
             if self._lock_fd is not None:
                 os.close(self._lock_fd)

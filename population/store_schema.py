@@ -87,12 +87,38 @@ CREATE TABLE champions(
 ) STRICT;
 CREATE INDEX champions_family ON champions(family, seq);
 """
+# Human events (population/events.py): additive to version 1, so it is also created on demand
+# in stores made before it existed.
+EVENTS_DDL = ("CREATE TABLE IF NOT EXISTS events(seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, "
+              "target TEXT NOT NULL, at REAL NOT NULL, body TEXT NOT NULL) STRICT")
+DDL += EVENTS_DDL + ";\n"
 
 
 def db_path(run_dir: Path) -> Path:
     """The store file of a run directory (a path to the file itself is accepted too)."""
     run_dir = Path(run_dir)
     return run_dir if run_dir.name == DB_NAME else run_dir / DB_NAME
+
+
+# Store files this process has open through SQLite.  Closing *any* descriptor of a file drops
+# every POSIX lock the process holds on it (fcntl semantics), SQLite's included: another
+# process could then checkpoint and truncate the WAL under this one's connection.  So the
+# raw header read below is skipped for a file already open here (its header was checked
+# when it was opened, and SQL-level identity checks still run).
+_OPEN_HERE: dict[Path, int] = {}
+
+
+def note_open(path: Path) -> None:
+    key = Path(path).resolve()
+    _OPEN_HERE[key] = _OPEN_HERE.get(key, 0) + 1
+
+
+def note_closed(path: Path) -> None:
+    key = Path(path).resolve()
+    if _OPEN_HERE.get(key, 0) <= 1:
+        _OPEN_HERE.pop(key, None)
+    else:
+        _OPEN_HERE[key] -= 1
 
 
 def check_header(path: Path) -> None:
@@ -102,6 +128,8 @@ def check_header(path: Path) -> None:
     if not path.is_file():
         raise StoreNotFound(path, "no run store here (a run directory holds the run.sqlite that `qrsearch launch` "
                                   "writes)")
+    if path.resolve() in _OPEN_HERE:
+        return
     with open(path, "rb") as fh:
         header = fh.read(100)
     if len(header) < 100:

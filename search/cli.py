@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 
 from search.cli_eval import bench_command, verify_command
+from search.cli_human import COMMANDS as HUMAN_COMMANDS
 from search.cli_inspect import champions_command, export_command, lineage_command, report_command, show_command
 from search.cli_run import launch_command, resume_command, status_command
 
@@ -54,6 +55,8 @@ app.command("lineage")(lineage_command)
 app.command("show")(show_command)
 app.command("report")(report_command)
 app.command("export")(export_command)
+for _name, _command in HUMAN_COMMANDS.items():  # the human in the loop (search/cli_human.py)
+    app.command(_name)(_command)
 
 
 def _flush_stdout() -> None:

@@ -136,6 +136,8 @@ def node_label(node: Node, markup: bool = True) -> str:
     text = " ".join(parts)
     if node.failed and node.reason:
         text += " — " + styled(node.reason.splitlines()[0][:90], "dim")
+    if node.human:
+        text += " " + styled("[" + ", ".join(node.human) + "]", "magenta")
     if node.current:
         text += " " + styled(f"{CURRENT_MARK} champion", "bold yellow")
     elif node.champion:
@@ -304,6 +306,10 @@ def show_data(view: RunView, ref: str) -> dict[str, Any]:
         "parent_params": parent.params if parent else None,
         "result": result.model_dump(mode="json") if result is not None else None,
         "measured_as": view.original(cand.id).id,
+        "human": {"events": view.human.about(cand.id, cand.family, cand.fingerprint),
+                  "promoted": cand.id in view.human.promoted_ids(), "disputed": cand.id in view.human.disputed,
+                  "retired": f"{cand.family}/{cand.fingerprint}" in view.human.retired_structures(),
+                  "rechecks": view.human.rechecks(cand.id)},
     }
 
 
@@ -356,6 +362,10 @@ def show_command(
     parts: list[Any] = [Panel(facts, title=f"{cand['id']}", title_align="left")]
     if data["note"]:
         parts.append(Panel(escape(str(data["note"])), title="LLM note", title_align="left", border_style="blue"))
+    if data["human"]["events"]:
+        from search.cli_human import human_panel
+
+        parts.append(human_panel(data["human"]))
     if cand["params"]:
         params = Table(title="parameters", title_justify="left")
         params.add_column("name")
@@ -432,7 +442,7 @@ def export_command(
                                                          "(repeat; default: every family, torch_geqrf included)"),
 ) -> None:
     """A standalone candidate file (custom_kernel(data), torch and triton only) that runs outside qrsearch."""
-    from search.export import ExportError, export_candidate, export_composite
+    from search.export import ExportError, export_candidate, export_composite, family_choice
 
     if sum([family is not None, candidate is not None, composite]) != 1:
         raise typer.BadParameter("give exactly one of --family, --candidate, --composite")
@@ -441,11 +451,12 @@ def export_command(
         if composite:
             text, plan = export_composite(view, families=from_family or None)
             summary = (f"composite of {len(plan.kernels)} candidate(s), {len(plan.routes)} routed shape(s), "
-                       f"fallback {plan.fallback}")
+                       f"fallback {plan.fallback}" + (f"; promoted candidates only: {', '.join(plan.promoted)}"
+                                                      if plan.promoted else ""))
         else:
             ref = candidate if candidate is not None else view.check_family(family)  # type: ignore[arg-type]
             text, cid = export_candidate(view, ref)
-            summary = f"candidate {cid}"
+            summary = f"candidate {cid}" + (f", {family_choice(view, family)[1]}" if candidate is None else "")
     except (ExportError, InspectError) as exc:
         raise _fail(str(exc))
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -18,6 +19,7 @@ from pydantic import ValidationError
 from population.errors import RunStoreError
 from population.store import RunStore
 from search.cli_checks import non_negative, positive
+from search.cli_human import human_and_focus, print_human_and_focus
 from search.config import ConfigError, RunConfig, default_config
 from search.llm_budget import config_model_names, describe_model, read_ledger
 from search.loop import STATUS_KEY
@@ -59,7 +61,8 @@ def _with_overrides(config: RunConfig, **changes: Any) -> RunConfig:
 # Config fields that command-line options set, so an error names the option the user typed.
 OPTION_OF = {"name": "--name", "runs_dir": "--runs-dir", "llm.base_url": "--llm-base-url",
              "llm.models": "--llm-model", "budget.max_evals": "--max-evals", "budget.max_minutes": "--max-minutes",
-             "ray.gpus": "--gpus"}
+             "ray.gpus": "--gpus", "focus.cases": "--focus",
+             "focus.target_pct": "--target", "focus.max_regression_pct": "--max-regression"}
 
 
 def launch_command(
@@ -73,6 +76,11 @@ def launch_command(
     max_evals: Optional[int] = typer.Option(None, callback=positive, help="stop after this many evaluations"),
     max_minutes: Optional[float] = typer.Option(None, callback=positive, help="stop after this many minutes"),
     gpus: Optional[int] = typer.Option(None, callback=non_negative, help="use at most this many GPUs (default: all Ray sees)"),
+    focus: Optional[str] = typer.Option(None, help="CASE[,CASE...]: the fitness is these bench cases' geomean"),
+    target: Optional[float] = typer.Option(None, callback=positive, help="with --focus: stop once the focus is PCT%% faster"),
+    max_regression: Optional[float] = typer.Option(None, callback=non_negative,
+                                                   help="with --focus: other cases may get at most PCT%% "
+                                                   "slower than the family champion at the start (default 2)"),
 ) -> None:
     """Start a search.  With no options: local Ray, every GPU present (or the CPU with the smoke
     suites), all families, a few minutes of budget, LLM mutation only if configured."""
@@ -90,7 +98,8 @@ def launch_command(
         models = [{"name": m} for m in llm_model] if llm_model else None
         config = _with_overrides(config, name=name, runs_dir=None if runs_dir is None else str(runs_dir), **{"llm.base_url": llm_base_url, "llm.models": models,
                                                        "budget.max_evals": max_evals,
-                                                       "budget.max_minutes": max_minutes, "ray.gpus": gpus})
+                                                       "budget.max_minutes": max_minutes, "ray.gpus": gpus,
+                                                       **focus_overrides(focus, target, max_regression)})
     except ConfigError as exc:
         raise _fail(str(exc), 2)
     try:
@@ -98,6 +107,13 @@ def launch_command(
     except DriverError as exc:
         raise _fail(str(exc))
     raise typer.Exit(code)
+
+
+def focus_overrides(focus: Optional[str], target: Optional[float], max_regression: Optional[float]) -> dict:
+    if focus is None and (target is not None or max_regression is not None):
+        raise ConfigError("--target and --max-regression need --focus CASE[,CASE...]")
+    cases = [c.strip() for c in focus.split(",") if c.strip()] if focus is not None else None
+    return {"focus.cases": cases, "focus.target_pct": target, "focus.max_regression_pct": max_regression}
 
 
 def _cuda_here() -> bool:
@@ -135,6 +151,7 @@ def run_status(run_dir: Path) -> dict[str, Any]:
         baseline = store.get_result(champions[BASELINE_FAMILY]) if BASELINE_FAMILY in champions else None
         seconds = evaluation_seconds(store)
         llm_models = read_ledger(store, config_model_names(store.config_json()))
+        human, focus = human_and_focus(store)
         best = {}
         for family, cid in sorted(champions.items()):
             if family == BASELINE_FAMILY:
@@ -152,6 +169,8 @@ def run_status(run_dir: Path) -> dict[str, Any]:
     state = driver.get("state", "created")
     if state == "running" and (updated is None or time.time() - updated > HEARTBEAT_S):
         state = "stopped (no heartbeat)"
+    elif state == "running" and (driver.get("human") or {}).get("paused"):
+        state = "running, paused (qrsearch unpause to go on)"
     started = min((s["started"] for s in sessions), default=None)
     elapsed = session_seconds(sessions, updated)
     return {
@@ -167,7 +186,7 @@ def run_status(run_dir: Path) -> dict[str, Any]:
         "baseline_geomean_ms": baseline.geomean_ms if baseline else None,
         "best": best, "sessions": len(sessions), "stop_reason": driver.get("stop_reason"),
         "device": baseline.device if baseline else None,
-        "seconds_per_evaluation": seconds,
+        "seconds_per_evaluation": seconds, "human": human, "focus": focus,
     }
 
 
@@ -201,6 +220,7 @@ def status_command(
                   f"${data['llm_cost_usd']:.2f}")
     for model, row in data["llm_models"].items():
         console.print(describe_model(model, row), highlight=False)
+    print_human_and_focus(data, console)
     table = Table(title=f"best per family (torch.geqrf geomean {fmt_ms(data['baseline_geomean_ms'])} ms)",
                   title_justify="left")
     for column in ("family", "champion", "geomean ms", "speedup"):

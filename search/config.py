@@ -177,6 +177,17 @@ class RayConfig(_Section):
     fake_gpus: int = Field(0, ge=0, description="declare this many GPUs to local Ray (tests of the GPU path)")
 
 
+class FocusConfig(_Section):
+    """The objective of a focused run (``launch --focus``): some benchmark cases, a target, a regression limit."""
+
+    cases: list[str] = Field(default_factory=list, description="benchmark cases whose geomean is the fitness; "
+                             "empty: the whole suite's geomean (no focus)")
+    target_pct: Optional[float] = Field(None, gt=0, description="stop once the focused geomean is this many percent "
+                                        "faster than the family champion's at the start; none: no target")
+    max_regression_pct: float = Field(2.0, ge=0, description="reject a child that makes any other case slower than "
+                                      "the family champion at the start by more than this")
+
+
 class RunConfig(_Section):
     """A whole search run: what to search, how to evaluate, how long, and with which proposers."""
 
@@ -195,6 +206,7 @@ class RunConfig(_Section):
     migration: MigrationSettings = MigrationSettings()
     maturation: MaturationSettings = MaturationSettings()
     ray: RayConfig = RayConfig()
+    focus: FocusConfig = FocusConfig()
 
     @field_validator("name")
     @classmethod
@@ -217,6 +229,18 @@ class RunConfig(_Section):
         if not value:
             raise ValueError("at least one family")
         return value
+
+    @model_validator(mode="after")
+    def _focus_in_suite(self) -> "RunConfig":
+        if self.focus.cases:
+            from kernels.suites import get_suite
+
+            names = [c.name for c in get_suite(self.evaluation.bench_suite)]
+            unknown = [c for c in self.focus.cases if c not in names]
+            if unknown:
+                raise ValueError(f"focus cases {unknown} are not in bench suite {self.evaluation.bench_suite} "
+                                 f"(its cases: {', '.join(names)})")
+        return self
 
     @property
     def run_dir(self) -> Path:

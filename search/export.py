@@ -42,10 +42,34 @@ class ExportError(ValueError):
 # --- single candidates -------------------------------------------------------------------------
 
 
+def promoted(view: RunView, families: list[str] | None = None) -> list[str]:
+    """Verified candidates an engineer promoted (``qrsearch promote``), most recent promotion first;
+    a promoted result that a later recheck disputed is left out (its re-measurement may be promoted)."""
+    ok = {c.id for c in view.verified(families)}
+    return [cid for cid in view.human.promoted_ids() if cid in ok and cid not in view.human.disputed]
+
+
+def family_choice(view: RunView, family: str) -> tuple[str, str]:
+    """(id, why) of what ``export --family`` takes: the latest promoted candidate, else the champion."""
+    chosen = promoted(view, [family])
+    if chosen:
+        event = next(e for e in reversed(view.human.promotions()) if e.target == chosen[0])
+        why = f": {event.text}" if event.text else ""
+        return chosen[0], f"promoted by {event.who} (event #{event.seq}{why}) rather than the champion " \
+                          f"{view.current.get(family, '-')}"
+    if family not in view.current:
+        raise ExportError(f"family {family} has no verified champion yet in {view.run_dir}")
+    skipped = [cid for cid in view.human.promoted_ids() if cid in view.human.disputed
+               and view.by_id[cid].family == family]
+    return view.current[family], "the family champion (no promoted candidate" + (
+        f"; promoted {', '.join(skipped)} did not hold on recheck)" if skipped else ")")
+
+
 def export_candidate(view: RunView, ref: str) -> tuple[str, str]:
-    """(source, id) of a family's champion (``ref`` a family) or of a candidate, unchanged."""
-    if ref in view.families() and ref not in view.current:
-        raise ExportError(f"family {ref} has no verified champion yet in {view.run_dir}")
+    """(source, id) of a family's promoted candidate or champion (``ref`` a family; see
+    :func:`family_choice`) or of a candidate, unchanged."""
+    if ref in view.families():
+        ref = family_choice(view, ref)[0]
     cand = view.resolve(ref)
     if cand.state is not State.VERIFIED:
         raise ExportError(f"{cand.id} is {cand.state.value}, not verified: {cand.reason or 'no result yet'}")
@@ -391,22 +415,26 @@ class Plan:
     fallback_family: str
     fallback_ms: float
     kernels: list[str]  # candidate ids in the file, in order
+    promoted: list[str] = field(default_factory=list)  # non-empty: only these promoted candidates were eligible
 
 
 def plan_composite(view: RunView, families: list[str] | None = None) -> Plan:
     if families is not None:
         for f in families:
             view.check_family(f)
-    fallback = best_overall(view, families)
+    # Promoted candidates, where an engineer promoted any, are the only ones taken (Plan.promoted says so).
+    only = set(promoted(view, families)) or None
+    fallback = best_overall(view, families, only)
     if fallback is None:
         raise ExportError(f"no verified candidate in {view.run_dir}"
                           + (f" among families {', '.join(families)}" if families else ""))
     routes = [Route(batch=r["batch"], n=r["n"], candidate=r["candidate"], family=r["family"],
                     geomean_ms=r["geomean_ms"], baseline_ms=r["baseline_ms"], cases=r["cases"])
-              for r in best_per_shape(view, families) if r["candidate"] is not None]
+              for r in best_per_shape(view, families, only) if r["candidate"] is not None]
     kernels = [fallback.id] + [r.candidate for r in routes if r.candidate != fallback.id]
     return Plan(routes=routes, fallback=fallback.id, fallback_family=fallback.family,
-                fallback_ms=float(fallback.fitness_ms or 0), kernels=list(dict.fromkeys(kernels)))
+                fallback_ms=float(fallback.fitness_ms or 0), kernels=list(dict.fromkeys(kernels)),
+                promoted=sorted(only or ()))
 
 
 def _docstring(view: RunView, plan: Plan) -> str:
@@ -430,6 +458,8 @@ def _docstring(view: RunView, plan: Plan) -> str:
     lines += ["", "Times were measured in the run (the cases of each shape: "
               + "; ".join(f"{r.batch}x{r.n}: {', '.join(r.cases)}" for r in plan.routes) + ").",
               "Each candidate's module-level names carry its id as a suffix; needs only torch and triton."]
+    if plan.promoted:
+        lines.append("Only candidates an engineer promoted were eligible: " + ", ".join(plan.promoted) + ".")
     return "\n".join(lines)
 
 

@@ -26,6 +26,7 @@ from population.store import RunStore
 from population.store_rows import ChampionEntry
 from search.llm_budget import STATE_KEY as LLM_MODEL_STATE_KEY
 from search.llm_budget import model_ledger
+from search.human_view import HumanView
 from search.loop import STATUS_KEY
 from search.proposer import NOTE_KEY, TRIAL_KEY
 from search.sessions import session_seconds
@@ -70,6 +71,7 @@ class Node:
     champion: bool  # was champion of its family at some point
     current: bool  # is the champion now
     told_seq: int | None
+    human: tuple[str, ...] = ()  # the engineer's marks: promoted, disputed, retired, notes
 
     @property
     def failed(self) -> bool:
@@ -79,7 +81,7 @@ class Node:
         return {"id": self.id, "family": self.family, "origin": self.origin, "state": self.state,
                 "reason": self.reason, "parent_ids": list(self.parent_ids), "generation": self.generation,
                 "fitness_ms": self.fitness_ms, "speedup": self.speedup, "champion": self.champion,
-                "current_champion": self.current, "told_seq": self.told_seq}
+                "current_champion": self.current, "told_seq": self.told_seq, "human": list(self.human)}
 
 
 @dataclass
@@ -142,6 +144,7 @@ class RunView:
             elif key.startswith(llm_state_prefix):
                 self.llm_states[key[len(llm_state_prefix):]] = json.loads(value)
         self.sources: dict[str, str] = {sha: text for sha, text in conn.execute("SELECT sha256, text FROM blobs")}
+        self.human = HumanView.load(store)  # the engineer's events (search/human_view.py)
 
     def _finish(self) -> None:
         self.by_id: dict[str, Candidate] = {c.id: c for c in self.candidates}
@@ -205,7 +208,16 @@ class RunView:
         return Node(id=c.id, family=c.family, origin=c.origin.value, state=c.state.value, reason=c.reason,
                     parent_ids=tuple(c.parent_ids), generation=c.generation, fitness_ms=c.fitness_ms,
                     speedup=self.speedup(cid), champion=cid in self.ever_champion,
-                    current=self.current.get(c.family) == cid, told_seq=self.told.get(cid))
+                    current=self.current.get(c.family) == cid, told_seq=self.told.get(cid),
+                    human=self.human_marks(c))
+
+    def human_marks(self, c: Candidate) -> tuple[str, ...]:
+        h = self.human
+        notes = len(h.notes().get(c.id, []))
+        marks = [("promoted", c.id in h.promoted_ids()), ("disputed", c.id in h.disputed),
+                 ("retired structure", f"{c.family}/{c.fingerprint}" in h.retired_structures()),
+                 (f"{notes} note{'s' if notes > 1 else ''}", notes > 0)]
+        return tuple(name for name, on in marks if on)
 
     # --- families and champions -------------------------------------------------------------
 
@@ -251,10 +263,11 @@ class RunView:
             out.append(row)
         return out
 
-    def verified(self, families: list[str] | None = None) -> list[Candidate]:
-        """Verified candidates with a result of their own (migrant copies are the same code)."""
+    def verified(self, families: list[str] | None = None, only: set[str] | None = None) -> list[Candidate]:
+        """Verified candidates with a result of their own (migrant copies are the same code);
+        ``only``: just these ids (e.g. the promoted ones)."""
         return [c for c in self.candidates if c.state is State.VERIFIED and c.id in self.results
-                and (families is None or c.family in families)]
+                and (families is None or c.family in families) and (only is None or c.id in only)]
 
     def case_names(self) -> list[str]:
         """Benchmark cases in suite order (from the suite, else from the first full result)."""
@@ -609,14 +622,15 @@ def route_groups(view: RunView) -> dict[tuple[int, int], list[str]]:
     return groups
 
 
-def best_per_shape(view: RunView, families: list[str] | None = None) -> list[dict[str, Any]]:
+def best_per_shape(view: RunView, families: list[str] | None = None,
+                   only: set[str] | None = None) -> list[dict[str, Any]]:
     """Per input shape, the verified candidate with the smallest geomean over that shape's
     cases (every one of them passed and timed); ties go to the older candidate."""
     rows = []
     base = {o.case: o.median_ms for o in view.baseline.cases} if view.baseline else {}
     for shape, names in route_groups(view).items():
         best: tuple[float, tuple, str] | None = None
-        for c in view.verified(families):
+        for c in view.verified(families, only):
             times = {o.case: o.median_ms for o in view.results[c.id].cases
                      if o.status.value == "ok" and o.median_ms}
             gm = _gm([times.get(n) for n in names])  # type: ignore[misc]
@@ -634,17 +648,17 @@ def best_per_shape(view: RunView, families: list[str] | None = None) -> list[dic
     return rows
 
 
-def best_overall(view: RunView, families: list[str] | None = None) -> Candidate | None:
+def best_overall(view: RunView, families: list[str] | None = None, only: set[str] | None = None) -> Candidate | None:
     """The verified candidate with the best geomean over the whole benchmark suite.
 
     Only candidates timed on every case qualify (a family timed on its size domain does not);
-    without one among ``families``, the torch.geqrf reference, which is timed on every case."""
+    ``only``: just these ids (e.g. the promoted ones); without one among ``families``, the torch.geqrf reference, which is timed on every case."""
     names = set(view.case_names())
 
     def whole(c: Candidate) -> bool:
         return names <= {o.case for o in view.results[c.id].cases if o.status.value == "ok" and o.median_ms}
 
-    cands = [c for c in view.verified(families) if whole(c)]
+    cands = [c for c in view.verified(families, only) if whole(c)]
     if not cands and view.baseline_id is not None:
         cands = [c for c in view.verified([BASELINE_FAMILY]) if whole(c)]
     return min(cands, key=lambda c: (c.fitness_ms, id_sort_key(c.id))) if cands else None

@@ -28,6 +28,8 @@ from population.run import Run
 from search.config import RunConfig
 from search.cascade import plan_screen, structure_best
 from search.domains import domain_cases
+from search.focus import Focus
+from search.human import HumanChannel
 from search.llm import LLMError, LLMPool
 from search.llm_budget import DUPLICATE, LLMBudget
 from search.llm_child import RESTORED
@@ -85,6 +87,8 @@ class SearchLoop:
         self.bench_cases = list(get_suite(config.evaluation.bench_suite))
         self.verify_cases = list(get_suite(config.evaluation.verify_suite))
         self._last_status = 0.0
+        self.focus = Focus(config.focus, run, log)  # the objective of a focused run (search/focus.py)
+        self.human = HumanChannel(self)  # the engineer's events (search/human.py)
 
     # --- state across resumes ------------------------------------------------------------
 
@@ -104,12 +108,14 @@ class SearchLoop:
         self.queue.extend(c.id for c in pending)
         if pending:
             self.log(f"queued {len(pending)} pending candidates")
+        self.focus.start()
 
     # --- the step ------------------------------------------------------------------------
 
     def step(self, timeout: float = 0.2) -> None:
-        events = self.pool.poll(timeout)
+        events = self.human.intercept(self.pool.poll(timeout))
         began = time.monotonic()
+        self.human.poll()
         for event in events:
             if isinstance(event, Completed):
                 self._told(event.outcome)
@@ -119,6 +125,8 @@ class SearchLoop:
         if not self.stop_requested:
             self._check_budget()
         if not self.stop_requested:
+            self.human.dispatch()  # rechecks first, also while paused
+        if not self.stop_requested and not self.human.paused:
             self._dispatch()
             self._start_llm_calls()
         self.stats.driver_s += time.monotonic() - began
@@ -133,8 +141,8 @@ class SearchLoop:
             self.step()
             if on_tick:
                 on_tick()
-            if self.stop_requested is None and not self.queue and not self.pool.inflight() \
-                    and not self.llm_jobs and self._nothing_to_propose():
+            if self.stop_requested is None and not self.queue and not self.pool.inflight() and not self.human.paused \
+                    and not self.human.busy() and not self.llm_jobs and self._nothing_to_propose():
                 if not any(self.run.champion(f) for f in self.proposer.searchable_families()):
                     self.request_stop("no verified candidate to build on (every seed failed; see `qrsearch status`)")
                 else:
@@ -155,20 +163,23 @@ class SearchLoop:
 
     def _told(self, outcome: EvalOutcome) -> None:
         result = with_speedups(outcome.result, self.proposer.baseline_result())
+        family = self.run.store.get_candidate(outcome.candidate_id).family
+        state, reason, result = self.focus.judge(family, outcome.state, outcome.reason, result)
         with self.run.transaction():  # the outcome and the counters that count it commit together
-            report = self.run.tell(outcome.candidate_id, outcome.state, reason=outcome.reason, result=result)
+            report = self.run.tell(outcome.candidate_id, state, reason=reason, result=result)
             if report.already_recorded:
                 return
-            self.run.add_counters({"gpu_evaluations": 1, f"state/{outcome.state.value}": 1,
+            self.run.add_counters({"gpu_evaluations": 1, f"state/{state.value}": 1,
                                    "busy_seconds": outcome.busy_s})
             if self.llm_budget is not None:
                 self.llm_budget.evaluated(outcome.candidate_id)
-        told = result.geomean_ms if outcome.state is State.VERIFIED else None
-        if outcome.state is State.SCREENED:
+        told = result.fitness_ms if state is State.VERIFIED else None
+        if state is State.SCREENED:
             told = result.screen.get("estimate_ms")  # the screened value, on the fitness scale
         self._tell_tuner(outcome.candidate_id, told)
+        self.focus.after_tell(family)
         self.stats.evaluations += 1
-        self.stats.by_state[outcome.state.value] += 1
+        self.stats.by_state[state.value] += 1
         cand = report.candidate
         for change in report.champion_changes:
             speed = f", {fmt_speedup(result.speedup)} torch.geqrf" if result.speedup else ""
@@ -360,6 +371,8 @@ class SearchLoop:
 
     def _check_budget(self) -> None:
         budget = self.config.budget
+        if (reached := self.focus.reached()) is not None:
+            self.request_stop(reached)
         if self.max_evals is not None and self._evals_committed() >= self.max_evals:
             self.request_stop(f"evaluation budget reached ({self.max_evals})")
         elif self.deadline is not None and time.monotonic() >= self.deadline:
@@ -384,6 +397,7 @@ class SearchLoop:
             "evaluators": stats.evaluators, "evaluators_ready": stats.ready,
             "busy_fraction": {k: round(v, 4) for k, v in stats.busy_fraction.items()},
             "driver_seconds": round(self.stats.driver_s, 3), "stop_reason": self.stop_requested,
+            "human": self.human.status(), "focus": self.focus.status(),
         }
 
     def write_status(self, state: str = "running", every_s: float = 2.0) -> None:

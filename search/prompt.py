@@ -99,6 +99,7 @@ class PromptContext:
     inspirations: Sequence[Inspiration] = ()
     second_parent: ParentView | None = None  # a code merge (crossover)
     max_inspiration_chars: int = 6000
+    human_notes: Sequence[str] = ()  # the engineer's notes on this lineage (qrsearch note), newest last
     extra: Sequence[str] = field(default_factory=tuple)
 
 
@@ -162,6 +163,9 @@ def build_messages(ctx: PromptContext) -> list[dict[str, str]]:
             lines.append(f"- {a.candidate_id} [{a.origin}] {outcome}{speed}{' — ' + a.note if a.note else ''}")
         parts.append("## Recent attempts in this lineage (newest first; do not repeat failed ideas)\n"
                      + "\n".join(lines) + "\n")
+    if ctx.human_notes:
+        parts.append("## The engineer's notes on this lineage (hypotheses and findings; take them into account)\n"
+                     + "\n".join(ctx.human_notes) + "\n")
     for insp in ctx.inspirations:
         source = insp.source
         if len(source) > ctx.max_inspiration_chars:

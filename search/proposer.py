@@ -12,7 +12,7 @@ import random
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from kernels.params import ParamSpace, render_params, structure_fingerprint
 from kernels.suites import get_suite
@@ -80,6 +80,9 @@ class Proposer:
         self.rng = rng
         self.llm = llm
         self.seen: set[tuple[str, str]] = {c.content_key for c in run.store.list_candidates()}
+        # Set by search.human: structures an engineer retired, and their notes for prompts.
+        self.retired: frozenset[str] = frozenset()
+        self.human_notes: Callable[[str], list[str]] | None = None
         self.bench_cases = list(get_suite(config.evaluation.bench_suite))
 
     # --- parents -------------------------------------------------------------------------
@@ -94,19 +97,21 @@ class Proposer:
         """Prefer a maturing structure that still has tuning budget: that is how a structural
         change gets tuned before it has to beat the tuned champion."""
         budget = self.config.maturation.tuning_budget
-        open_ = [s for s in self.run.population.maturing(family)
-                 if s.best_id and s.tuning_evals + inflight.get(s.fingerprint, 0) < budget]
+        open_ = [s for s in self.run.population.maturing(family) if s.best_id and s.fingerprint not in self.retired
+                 and s.tuning_evals + inflight.get(s.fingerprint, 0) < budget]
         if open_ and self.rng.random() < 0.75:
             rec = self.rng.choice(sorted(open_, key=lambda s: s.fingerprint))
             parent = self._find(family, rec.best_id)  # type: ignore[arg-type]
             if parent is not None:
                 return parent
-        return self.run.select_parent(family, island)
+        return self.run.select_parent(family, island, self.retired)
 
     # --- synchronous proposals -----------------------------------------------------------
 
     def optuna_child(self, parent: Candidate) -> Child | None:
         fam = self.families[parent.family]
+        if parent.fingerprint in self.retired or not parent.params:
+            return None  # retired by an engineer, or nothing to tune (a file without PARAMS)
         try:
             proposal = self.tuner.ask(parent.family, parent.fingerprint, fam.space, parent.params,
                                       parent_id=parent.id, parent_value=parent.fitness_ms)
@@ -126,7 +131,7 @@ class Proposer:
 
     def param_crossover(self, family: str, island: int) -> Child | None:
         """Uniform crossover of two parents' parameters within one structure."""
-        a = self.run.select_parent(family, island)
+        a = self.run.select_parent(family, island, self.retired)
         if a is None:
             return None
         mates = [m for m in self.run.population.members(family, island)
@@ -215,13 +220,14 @@ class Proposer:
 
     def start_llm(self, family: str, island: int, model: LLMModel) -> LLMJob | None:
         assert self.llm is not None
-        parent = self.run.select_parent(family, island)
+        parent = self.run.select_parent(family, island, self.retired)
         if parent is None:
             return None
         parents: tuple[Candidate, ...] = (parent,)
         second = None
         if self.rng.random() < self._merge_share():
-            others = [m for m in self.run.population.members(family, island) if m.fingerprint != parent.fingerprint]
+            others = [m for m in self.run.population.members(family, island)
+                      if m.fingerprint != parent.fingerprint and m.fingerprint not in self.retired]
             if others:
                 mate = self.rng.choice(others)
                 parents, second = (parent, mate), self._view(mate)
@@ -230,7 +236,8 @@ class Proposer:
             family=family, description=fam.description,
             space={k: str(v) for k, v in fam.space.dimensions().items()},
             parent=self._view(parent), suite=self.bench_cases, attempts=self._attempts(family),
-            inspirations=self._inspirations(family), second_parent=second)
+            inspirations=self._inspirations(family), second_parent=second,
+            human_notes=self.human_notes(family) if self.human_notes else ())
         future = self.llm.submit(build_messages(ctx), model)
         return LLMJob(future=future, family=family, island=island, parents=parents, model=model.name,
                       submitted=time.monotonic())

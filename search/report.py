@@ -20,6 +20,7 @@ from typing import Any
 from search import report_plots
 from search.inspect_data import RunView
 from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, speedup as fmt_speedup
+from search.report_human import human_section
 from search.speedup import BASELINE_FAMILY
 
 CSS = """
@@ -228,6 +229,7 @@ def render_html(view: RunView, figures: dict[str, bytes | None]) -> str:
                  "arithmetic, or memory traffic, whichever is larger) over the measured time"
                  + ("" if on_gpu else "; shown only for runs measured on a GPU") + ".</p>")
 
+    parts.append(human_section(view, _table))  # focus, promotions, retirements, rechecks, notes (report_human.py)
     parts.append("<h2>Failures</h2>")
     if failures["total"]:
         parts.append("<p>" + ", ".join(f"{_e(k)}: <b>{v}</b>" for k, v in failures["by_state"].items()) + "</p>")

@@ -51,6 +51,8 @@ class EvalRequest(BaseModel):
     screen: ScreenPlan | None = None  # the cascade's timing screen (None: full bench at once)
     pause_compiles: bool = True  # stop compile-ahead processes while the bench stage times
     dispatched_at: float | None = None  # time.time() when the pool handed it to an evaluator
+    # A re-check (``qrsearch recheck``): torch.geqrf's source, timed in the candidate's bench child.
+    reference_source: str | None = None
 
     @property
     def deadline_s(self) -> float:
@@ -95,6 +97,7 @@ def _outcome(case: CaseResult) -> CaseOutcome:
                                        ("leak", v.leakage_scaled), ("recon", v.recon_scaled)) if x is not None}
     return CaseOutcome(case=case.case.name, status=_CASE_STATUS.get(case.status, CaseStatus.ERROR),
                        median_ms=t and t.median_ms, min_ms=t and t.min_ms, max_ms=t and t.max_ms,
+                       count=t and t.count, baseline_ms=case.baseline_ms,
                        residuals=residuals, message=("" if case.ok else case.message)[:2000], wall_s=case.wall_s)
 
 
@@ -293,6 +296,8 @@ class Worker:
                     return taken.pop(0)
             return self._take()
 
+        reference = (materialize(request.reference_source, self.workdir / "candidates")
+                     if request.reference_source is not None else None)
         try:
             verify = run_candidate_parallel(path, gates, processes=processes, suite=request.verify_suite,
                                             mode="verify", device=request.device, limits=limits, fail_fast=True,
@@ -308,7 +313,8 @@ class Worker:
                 try:
                     bench = run_candidate(path, bench_cases, suite=request.bench_suite, mode="bench",
                                           device=request.device, limits=limits, policy=policy, fail_fast=True,
-                                          profile=request.profile, gate=False, spawn=self._timing_child)
+                                          profile=request.profile, gate=False, spawn=self._timing_child,
+                                          reference=reference)
                 finally:
                     if paused:
                         self.ahead.resume()  # type: ignore[union-attr]

@@ -178,6 +178,29 @@ def _compile_counter() -> Any:
         return None
 
 
+def _load_reference(job: Job, reporter: Reporter) -> tuple[Callable, Path] | None:
+    if job.reference is None or job.mode != "bench":
+        return None
+    path = Path(job.reference).resolve()
+    try:
+        return load_candidate(path), path
+    except CandidateError as exc:
+        reporter.send("fatal", status="error", error=f"the reference {path.name} does not load: {exc}")
+        os._exit(0)
+
+
+def _with_reference(result: CaseResult, reference: tuple[Callable, Path], case: Case, job: Job,
+                    device: torch.device, clock: DeviceClock, trusted: dict[str, Any]) -> CaseResult:
+    """Time the reference on the same case right after the candidate (its outputs verified
+    too); a reference that fails leaves the candidate's result without a baseline."""
+    kernel, path = reference
+    ref_job = job.model_copy(update={"gate": False, "profile": False})
+    ref, _ = run_case(kernel, case, ref_job, device, clock, path, trusted)
+    if ref.ok and ref.timing is not None:
+        return result.model_copy(update={"baseline_ms": ref.timing.median_ms})
+    return result
+
+
 def pick_device(requested: str) -> torch.device:
     if requested == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -222,9 +245,12 @@ def main(argv: list[str] | None = None) -> int:
         reporter.send("fatal", status="error", error=f"rejected: candidate altered {', '.join(changed)} on import")
         return 0
     clock = DeviceClock(device) if job.mode == "bench" else DeviceClock(torch.device("cpu"))
+    reference = _load_reference(job, reporter)
     for index, case in enumerate(job.cases):
         reporter.send("case_start", index=index)
         result, must_exit = run_case(kernel, case, job, device, clock, candidate, trusted)
+        if reference is not None and result.ok and result.timing is not None and not must_exit:
+            result = _with_reference(result, reference, case, job, device, clock, trusted)
         reporter.send("case_result", index=index, result=result.model_dump(mode="json"))
         if must_exit:
             os._exit(3)

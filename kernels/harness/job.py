@@ -28,6 +28,9 @@ class Job(BaseModel):
     # search's bench-case gates, where the reference costs ~1 s per 640x512 batch on CUDA.
     fast_gate_cases: frozenset[str] = frozenset()
     policy: TimingPolicy = Field(default_factory=TimingPolicy)
+    # Bench mode: a second file (torch.geqrf's) timed on the same cases right after the
+    # candidate in this same process, so a re-check sees both under identical conditions.
+    reference: str | None = None
 
     @field_validator("policy", mode="before")
     @classmethod

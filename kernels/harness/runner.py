@@ -261,12 +261,15 @@ def run_candidate(
     fast_gate_cases: frozenset[str] = frozenset(),
     on_case: Callable[[int, CaseResult], None] | None = None,
     spawn: Callable[[], ChildProcess] = ChildProcess,
+    reference: str | Path | None = None,
 ) -> SuiteReport:
     """Evaluate a candidate file on ``cases`` in child processes and report every case.
 
     ``gate=False`` (bench mode) skips each case's reference-verified first call because an
     earlier verify-mode job ran that exact call; every timed output is still verified.
-    ``fast_gate_cases`` names cases whose gate call is checked with the fast float64 Q."""
+    ``fast_gate_cases`` names cases whose gate call is checked with the fast float64 Q.
+    ``reference`` (bench mode): a file timed on each case right after the candidate in the
+    same child; its median becomes the case's ``baseline_ms``."""
     started = time.monotonic()
     path = Path(candidate).resolve()
     cases = list(cases)
@@ -282,7 +285,8 @@ def run_candidate(
     remaining = [i for i in range(len(cases)) if i not in results]
     while remaining:
         job = Job(candidate=str(path), cases=[cases[i] for i in remaining], mode=mode, profile=profile,
-                  device=device, policy=policy, fail_fast=fail_fast, gate=gate, fast_gate_cases=fast_gate_cases)
+                  device=device, policy=policy, fail_fast=fail_fast, gate=gate, fast_gate_cases=fast_gate_cases,
+                  reference=None if reference is None else str(Path(reference).resolve()))
         attempt = _run_attempt(spawn(), job, remaining, limits, on_case)
         if attempt.device != "unknown":
             info.device, info.device_name, info.versions = attempt.device, attempt.device_name, attempt.versions
