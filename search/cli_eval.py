@@ -20,7 +20,7 @@ from kernels.harness.results import CaseResult, SuiteReport
 from kernels.harness.runner import RunLimits, run_candidate
 from kernels.suites import get_suite, suite_names
 from search.cli_checks import positive
-from search.numbers import CPU_CAVEAT, ms as fmt_ms, speedup as fmt_speedup
+from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, speedup as fmt_speedup
 
 # Tables are wide; when piped, do not squeeze them into 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 170)
@@ -68,10 +68,7 @@ def interpret_on_cpu(device: str) -> bool:
     family files otherwise fall back to torch.geqrf, and a bench would time the wrong code)."""
     if not _cpu_run(device):
         return False
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        os.environ["TRITON_INTERPRET"] = "1"  # the harness passes TRITON_* to its child process
-        err_console.print("[yellow]note:[/] no CUDA device: Triton kernels run in the interpreter "
-                          "(TRITON_INTERPRET=1), as the search does on a CPU")
+    os.environ["TRITON_INTERPRET"] = "1"  # the harness passes TRITON_* to its child process
     return True
 
 
@@ -110,7 +107,9 @@ def _status(result: CaseResult) -> str:
 
 def _header(report: SuiteReport) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in report.versions.items())
-    return f"{report.candidate}\n{report.suite} on {report.device_name} ({report.device}); {versions}"
+    interpreted = "; Triton kernels in the interpreter (TRITON_INTERPRET=1), as the search runs them on a CPU" \
+        if on_cpu(report.device) else ""
+    return f"{report.candidate}\n{report.suite} on {report.device_name} ({report.device}){interpreted}; {versions}"
 
 
 def _verify_table(report: SuiteReport) -> Table:
@@ -126,7 +125,7 @@ def _verify_table(report: SuiteReport) -> Table:
 
 def _bench_table(report: SuiteReport) -> Table:
     timer = "CUDA events" if any(c.timing and c.timing.timer == "cuda_events" for c in report.cases) \
-        else f"host timer; {CPU_CAVEAT}"
+        else f"host timer (CPU timing); {CPU_CAVEAT}"
     table = Table(title=f"{_header(report)}\ntiming: {timer}", title_justify="left", title_style="bold")
     for column in ("case", "status", "median ms", "min/max ms", "n", "geqrf ms", "speedup", "floor %",
                    "factor", "orth", "message"):

@@ -56,8 +56,13 @@ def test_create_refuses_an_existing_store_and_leaves_it_alone(tmp_path: Path) ->
 
 
 def test_open_missing_names_the_file(tmp_path: Path) -> None:
-    with pytest.raises(StoreNotFound, match=str(tmp_path / "nope" / DB_NAME)):
+    # A directory that does not exist is reported as such, not as a missing run.sqlite.
+    with pytest.raises(StoreNotFound, match="no such run directory") as missing_dir:
         RunStore.open(tmp_path / "nope")
+    assert DB_NAME not in str(missing_dir.value)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(StoreNotFound, match=str(tmp_path / "empty" / DB_NAME)):
+        RunStore.open(tmp_path / "empty")
 
 
 def test_create_needs_json_config(tmp_path: Path) -> None:
