@@ -8,8 +8,10 @@
 #   bash scripts/device_search.sh collect 1      # next call (machine still warm): wait, collect
 # or, for short searches that fit in one call (counts run one after another):
 #   bash scripts/device_search.sh run 3 "1 2"
-# Outputs under $OUT: env.txt, gpuN.log, statusN.json, runs.tgz (run dirs without work/),
-# composite.py (exported from the last count's run) and export_verify.txt (it on qrv2-tests).
+# Outputs under $OUT: env.txt, gpuN.log, statusN.json, timelineN.txt (where the time went: scripts/run_timeline.py),
+# honesty.txt (the seeds' standalone benches against the search's medians: scripts/honesty_table.py),
+# runs.tgz (run dirs without work/ and the Triton cache), composite.py (exported from the last count's run)
+# and export_verify.txt (it on qrv2-tests).
 set -u
 MODE=${1:-run}
 OUT=${OUT:-/tmp/out}
@@ -46,20 +48,38 @@ print(f\"t={$SECONDS}s evals={s['evaluations']} per_min={s['evals_per_minute']} 
   done
 }
 
-collect() {  # collect COUNTS: status, logs, run dirs, composite export and its verification
+honesty() {  # honesty G: a standalone `qrsearch bench` of each seed file on the cases the search timed it on,
+  # right after the search on the same machine, against the search's per-case medians (its own Triton cache)
+  local run=runs/gpu$1 i=0 file cases family
+  rm -f "$STATE"/bench_seed*.json
+  python3 scripts/honesty_table.py plan "$run" > "$STATE/seeds.txt"
+  while read -r file cases family; do
+    i=$((i + 1))
+    TRITON_CACHE_DIR=$PWD/$run/triton-cache python3 -m search bench "$file" --suite qrv2-bench --no-baseline \
+        --cases "$cases" --json "$STATE/bench_seed$i.json" > "$STATE/bench_seed$i.txt" 2>&1 || echo "bench of $family: exit $?"
+  done < "$STATE/seeds.txt"
+  { cat "$STATE/seeds.txt"; python3 scripts/honesty_table.py table "$run" "$STATE"/bench_seed*.json \
+      --json "$run/honesty.json"; } > "$OUT/honesty.txt" 2>&1
+}
+
+collect() {  # collect COUNTS: status, logs, where the time went, run dirs, composite export and its verification
   local counts=$1 g
   for g in $counts; do
     cp "$STATE/gpu$g.log" "$OUT/gpu$g.log" 2>/dev/null
     python3 -m search status "runs/gpu$g" --json > "$OUT/status$g.json" 2>&1
+    python3 scripts/run_timeline.py "runs/gpu$g" --json "runs/gpu$g/timeline.json" > "$OUT/timeline$g.txt" 2>&1
   done
-  tar --exclude='work' -czf "$OUT/runs.tgz" $(for g in $counts; do echo runs/gpu$g; done)
+  honesty "${counts##* }"
+  tar --exclude='work' --exclude='triton-cache' --exclude='seeds' -czf "$OUT/runs.tgz" \
+      $(for g in $counts; do echo runs/gpu$g; done)
   local last=runs/gpu${counts##* }
   if python3 -m search export "$last" --composite -o "$OUT/composite.py" > "$OUT/export_verify.txt" 2>&1; then
     python3 -m search verify "$OUT/composite.py" --suite qrv2-tests >> "$OUT/export_verify.txt" 2>&1
     echo "verify exit $?" >> "$OUT/export_verify.txt"
   fi
-  for g in $counts; do tail -n 6 "$OUT/gpu$g.log"; done
+  for g in $counts; do tail -n 6 "$OUT/gpu$g.log"; head -n 12 "$OUT/timeline$g.txt"; done
   tail -n 4 "$OUT/export_verify.txt"
+  cat "$OUT/honesty.txt"
   python3 - "$OUT" $counts <<'PY'
 import json, sys
 for g in sys.argv[2:]:

@@ -1,0 +1,91 @@
+"""Are the search's timings honest?  Each seed's per-case medians as the search recorded them,
+against a standalone ``qrsearch bench`` of the same file on the same machine right after.
+
+    python scripts/honesty_table.py plan RUN_DIR          # one line per seed: FILE CASES (for the bench)
+    python scripts/honesty_table.py table RUN_DIR B1.json [B2.json ...] [--json out.json]
+
+``plan`` picks the seeds with their family's default parameters (island 0) and the reference,
+writes each one's source next to the run (the exact file the evaluator ran) and prints the
+cases the search timed it on.  ``table`` matches the bench JSONs to those seeds by file and
+prints search vs bench per case; the bar is 3%, or 10% for cases under 0.2 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kernels.candidate import materialize  # noqa: E402
+from population.models import Origin, State  # noqa: E402
+from population.store import RunStore  # noqa: E402
+
+
+def seeds(run_dir: Path) -> list[dict]:
+    out = []
+    with RunStore.open(run_dir, readonly=True, integrity=False) as store:
+        for cand in store.list_candidates():
+            if cand.origin is not Origin.SEED or cand.island != 0 or cand.state is not State.VERIFIED:
+                continue
+            result = store.get_result(cand.id)
+            if result is None:
+                continue
+            path = materialize(store.source(cand.source_sha256), run_dir / "seeds")
+            out.append({"id": cand.id, "family": cand.family, "file": str(path.resolve()),
+                        "medians": {c.case: c.median_ms for c in result.cases if c.median_ms}})
+    return out
+
+
+def limit_for(ms: float) -> float:
+    return 0.10 if ms < 0.2 else 0.03
+
+
+def table(run_dir: Path, bench_files: list[Path]) -> list[dict]:
+    benched: dict[str, dict[str, float]] = {}
+    for path in bench_files:
+        data = json.loads(path.read_text())
+        for report in data.get("reports", [data]):
+            benched[str(Path(report["candidate"]).resolve())] = {
+                c["name"]: c["timing"]["median_ms"] for c in report["cases"] if c.get("timing")}
+    rows = []
+    for seed in seeds(run_dir):
+        bench = benched.get(seed["file"], {})
+        for case, searched in seed["medians"].items():
+            alone = bench.get(case)
+            diff = None if alone is None else searched / alone - 1
+            rows.append({"seed": seed["id"], "family": seed["family"], "case": case, "search_ms": searched,
+                         "bench_ms": alone, "diff": diff, "limit": limit_for(alone or searched),
+                         "ok": diff is not None and abs(diff) <= limit_for(alone or searched)})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=["plan", "table"])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("bench", nargs="*", type=Path)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    if args.mode == "plan":
+        for seed in seeds(args.run_dir):
+            print(seed["file"], ",".join(seed["medians"]), seed["family"])
+        return 0
+    rows = table(args.run_dir, args.bench)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    print(f"{'seed':9s} {'family':22s} {'case':22s} {'search ms':>10s} {'bench ms':>10s} {'diff':>7s} {'limit':>6s}")
+    for r in rows:
+        diff = "-" if r["diff"] is None else f"{100 * r['diff']:+.1f}%"
+        print(f"{r['seed']:9s} {r['family']:22s} {r['case']:22s} {r['search_ms']:10.4g} "
+              f"{r['bench_ms'] if r['bench_ms'] is not None else float('nan'):10.4g} {diff:>7s} "
+              f"{100 * r['limit']:5.0f}% {'ok' if r['ok'] else 'OUT'}")
+    inside = sum(r["ok"] for r in rows)
+    print(f"{inside}/{len(rows)} cases within the bar")
+    return 0 if rows and inside == len(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
