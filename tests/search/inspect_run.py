@@ -94,7 +94,9 @@ def build(runs_dir: Path, name: str = "inspect", evals: int = EVALS) -> Path:
             maturation=MaturationSettings(tuning_budget=1, timeout_evals=4),
             evaluation=EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu",
                                         case_timeout_s=20, min_reps=2, max_reps=3, max_seconds_per_case=0.05,
-                                        profile=False),
+                                        # One candidate at a time and every child fully benched, so the
+                                        # scripted run makes the lineage shapes the views are tested on.
+                                        profile=False, screen_cases=0, compile_ahead=0),
             llm=LLMConfig(base_url=server.url, models=[LLMModel(name="scripted", usd_per_mtok_in=1.0,
                                                                 usd_per_mtok_out=4.0)],
                           concurrency=1, timeout_s=5, max_retries=0))
