@@ -3,7 +3,7 @@ throughput, the JIT cache hit rate, and the best geomean per family over time.
 
     python scripts/run_timeline.py runs/gpu1 [--at 0,5,10] [--json out.json]
 
-Stages come from each result's ``stage_seconds`` (see search.worker): ``compile_wait`` (the
+Stages come from each result's ``stage_seconds`` (see search.evaluate.worker): ``compile_wait`` (the
 evaluation waiting for its compile-ahead), ``startup`` (waiting for evaluation processes to be
 ready), ``verify`` (the gate calls, and any JIT compile the cache missed), ``rechecks`` and
 the rest of ``bench`` (timing), ``idle`` (the evaluator waiting for work between candidates),

@@ -10,9 +10,9 @@ from typing import Annotated, Any, Callable
 from kernels.params import Choice, IntRange, ParamSpace, read_params, render_params
 from population.models import CaseOutcome, CaseStatus, EvalResult, State
 from search.config import LLMConfig, LLMModel
-from search.llm import LLMError, LLMReply
-from search.pool import Completed, Lost, PoolStats
-from search.worker import EvalOutcome, EvalRequest
+from search.engine.llm import LLMError, LLMReply
+from search.evaluate.pool import Completed, Lost, PoolStats
+from search.evaluate.worker import EvalOutcome, EvalRequest
 
 TOY_SOURCE = '''import torch
 

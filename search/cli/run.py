@@ -1,0 +1,232 @@
+"""``qrsearch launch``, ``resume`` and ``status``."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from pydantic import ValidationError
+
+from population.errors import RunStoreError
+from population.store import RunStore
+from search.cli.checks import non_negative, positive
+from search.cli.human import human_and_focus, print_human_and_focus
+from search.config import ConfigError, RunConfig, default_config
+from search.engine.llm_budget import config_model_names, describe_model, read_ledger
+from search.engine.loop import STATUS_KEY
+from search.inspect.sessions import session_seconds
+from search.evaluate.progress import describe_evaluation_seconds, evaluation_seconds
+from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, speedup as fmt_speedup
+from search.speedup import BASELINE_FAMILY, with_speedups
+
+# Piped output is not squeezed into 80 columns (the tables and log lines stay one per line).
+console = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, soft_wrap=True)
+
+HEARTBEAT_S = 30.0
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    err.print(f"[red]error:[/] {message}")
+    return typer.Exit(code)
+
+
+def _with_overrides(config: RunConfig, **changes: Any) -> RunConfig:
+    data = config.model_dump(mode="json")
+    for dotted, value in changes.items():
+        if value is None:
+            continue
+        node = data
+        *path, last = dotted.split(".")
+        for key in path:
+            node = node[key]
+        node[last] = value
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:  # one line that names the option, never pydantic's own text
+        problems = [f"{OPTION_OF.get('.'.join(map(str, e['loc'])), '.'.join(map(str, e['loc'])))}: {e['msg']}"
+                    for e in exc.errors()]
+        raise ConfigError("; ".join(problems)) from None
+
+
+# Config fields that command-line options set, so an error names the option the user typed.
+OPTION_OF = {"name": "--name", "runs_dir": "--runs-dir", "llm.base_url": "--llm-base-url",
+             "llm.models": "--llm-model", "budget.max_evals": "--max-evals", "budget.max_minutes": "--max-minutes",
+             "ray.gpus": "--gpus", "focus.cases": "--focus",
+             "focus.target_pct": "--target", "focus.max_regression_pct": "--max-regression"}
+
+
+def launch_command(
+    config_path: Optional[Path] = typer.Option(None, "--config", help="run config YAML (default: embedded)"),
+    name: Optional[str] = typer.Option(None, help="run name; the run writes <runs-dir>/<name>/"),
+    runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", help="where run directories go (default: the "
+                                            "config's runs_dir, runs/ under the current directory)"),
+    address: Optional[str] = typer.Option(None, help="Ray address of a cluster (default: local Ray)"),
+    llm_base_url: Optional[str] = typer.Option(None, help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1"),
+    llm_model: Optional[list[str]] = typer.Option(None, help="LLM model name (repeat for several)"),
+    max_evals: Optional[int] = typer.Option(None, callback=positive, help="stop after this many evaluations"),
+    max_minutes: Optional[float] = typer.Option(None, callback=positive, help="stop after this many minutes"),
+    gpus: Optional[int] = typer.Option(None, callback=non_negative, help="use at most this many GPUs (default: all Ray sees)"),
+    focus: Optional[str] = typer.Option(None, help="CASE[,CASE...]: the fitness is these bench cases' geomean"),
+    target: Optional[float] = typer.Option(None, callback=positive, help="with --focus: stop once the focus is PCT%% faster"),
+    max_regression: Optional[float] = typer.Option(None, callback=non_negative,
+                                                   help="with --focus: other cases may get at most PCT%% "
+                                                   "slower than the family champion at the start (default 2)"),
+) -> None:
+    """Start a search.  With no options: local Ray, every GPU present (or the CPU with the smoke
+    suites), all families, a few minutes of budget, LLM mutation only if configured."""
+    from search.evaluate.driver import DriverError, launch
+
+    try:
+        if config_path is not None:
+            if not config_path.is_file():
+                raise ConfigError(f"--config: no such file: {config_path}")
+            config = RunConfig.from_yaml(config_path)
+        else:
+            config = default_config(cuda=_cuda_here() or address is not None)
+            if name is None:
+                name = f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        models = [{"name": m} for m in llm_model] if llm_model else None
+        config = _with_overrides(config, name=name, runs_dir=None if runs_dir is None else str(runs_dir), **{"llm.base_url": llm_base_url, "llm.models": models,
+                                                       "budget.max_evals": max_evals,
+                                                       "budget.max_minutes": max_minutes, "ray.gpus": gpus,
+                                                       **focus_overrides(focus, target, max_regression)})
+    except ConfigError as exc:
+        raise _fail(str(exc), 2)
+    try:
+        code = launch(config, address=address, console=console)
+    except DriverError as exc:
+        raise _fail(str(exc))
+    raise typer.Exit(code)
+
+
+def focus_overrides(focus: Optional[str], target: Optional[float], max_regression: Optional[float]) -> dict:
+    if focus is None and (target is not None or max_regression is not None):
+        raise ConfigError("--target and --max-regression need --focus CASE[,CASE...]")
+    cases = [c.strip() for c in focus.split(",") if c.strip()] if focus is not None else None
+    return {"focus.cases": cases, "focus.target_pct": target, "focus.max_regression_pct": max_regression}
+
+
+def _cuda_here() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def resume_command(
+    run_dir: Path = typer.Argument(..., help="a run directory (runs/<name>)"),
+    max_evals: Optional[int] = typer.Option(None, callback=positive, help="this many more evaluations"),
+    max_minutes: Optional[float] = typer.Option(None, callback=positive, help="stop after this many minutes"),
+    address: Optional[str] = typer.Option(None, help="Ray address of a cluster (default: local Ray)"),
+) -> None:
+    """Continue a stopped or killed run where it stopped (in-flight work is queued again)."""
+    from search.evaluate.driver import DriverError, resume
+
+    if not run_dir.is_dir():
+        raise _fail(f"no such run directory: {run_dir}")
+    try:
+        code = resume(run_dir, max_evals=max_evals, max_minutes=max_minutes, address=address, console=console)
+    except DriverError as exc:
+        raise _fail(str(exc))
+    raise typer.Exit(code)
+
+
+def run_status(run_dir: Path) -> dict[str, Any]:
+    """Everything ``status`` shows, as data (readable while the run is going)."""
+    with RunStore.open(run_dir, readonly=True) as store:
+        counters = store.counters()
+        candidates = store.list_candidates()
+        driver = store.get_json(STATUS_KEY) or {}
+        sessions = store.get_json("driver/sessions", []) or []
+        champions = store.current_champion_ids()
+        baseline = store.get_result(champions[BASELINE_FAMILY]) if BASELINE_FAMILY in champions else None
+        seconds = evaluation_seconds(store)
+        llm_models = read_ledger(store, config_model_names(store.config_json()))
+        human, focus = human_and_focus(store)
+        best = {}
+        for family, cid in sorted(champions.items()):
+            if family == BASELINE_FAMILY:
+                continue
+            result = store.get_result(cid)
+            result = with_speedups(result, baseline) if result else None
+            best[family] = {"candidate": cid, "geomean_ms": result.geomean_ms if result else None,
+                            "speedup": result.speedup if result else None}
+    states = Counter(c.state.value for c in candidates)
+    failures = Counter()
+    for c in candidates:
+        if c.state.is_failure:
+            failures[f"{c.state.value}"] += 1
+    updated = driver.get("updated")
+    state = driver.get("state", "created")
+    if state == "running" and (updated is None or time.time() - updated > HEARTBEAT_S):
+        state = "stopped (no heartbeat)"
+    elif state == "running" and (driver.get("human") or {}).get("paused"):
+        state = "running, paused (qrsearch unpause to go on)"
+    started = min((s["started"] for s in sessions), default=None)
+    elapsed = session_seconds(sessions, updated)
+    return {
+        "run_dir": str(run_dir), "state": state, "candidates": len(candidates), "states": dict(states),
+        "evaluations": int(counters.get("gpu_evaluations", 0)), "failures": dict(failures),
+        "pending": states.get("pending", 0) + states.get("running", 0),
+        "started": started, "last_update": updated,
+        "elapsed_minutes": elapsed / 60 if elapsed is not None else None,
+        "evals_per_minute": driver.get("evals_per_minute"), "busy_fraction": driver.get("busy_fraction"),
+        "llm_calls": int(counters.get("llm_calls", 0)), "llm_errors": int(counters.get("llm_errors", 0)),
+        "llm_tokens": int(counters.get("llm_prompt_tokens", 0) + counters.get("llm_completion_tokens", 0)),
+        "llm_cost_usd": float(counters.get("llm_cost_usd", 0.0)), "llm_models": llm_models,
+        "baseline_geomean_ms": baseline.geomean_ms if baseline else None,
+        "best": best, "sessions": len(sessions), "stop_reason": driver.get("stop_reason"),
+        "device": baseline.device if baseline else None,
+        "seconds_per_evaluation": seconds, "human": human, "focus": focus,
+    }
+
+
+def status_command(
+    run_dir: Path = typer.Argument(..., help="a run directory (runs/<name>)"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables"),
+) -> None:
+    """State, evaluations and failures, time, LLM tokens and money, best per family (works while running)."""
+    if not run_dir.is_dir():
+        raise _fail(f"no such run directory: {run_dir}")
+    try:
+        data = run_status(run_dir)
+    except RunStoreError as exc:
+        raise _fail(str(exc))
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    fmt = lambda x, spec: "-" if x is None else format(x, spec)  # noqa: E731
+    console.print(f"[bold]{data['run_dir']}[/]: {data['state']}"
+                  + (f" ({data['stop_reason']})" if data.get("stop_reason") else ""))
+    console.print(f"evaluations {data['evaluations']} ({fmt(data['evals_per_minute'], '.1f')}/min last session), "
+                  f"pending {data['pending']}, elapsed {fmt(data['elapsed_minutes'], '.1f')} min, "
+                  f"sessions {data['sessions']}")
+    failures = ", ".join(f"{k} {v}" for k, v in sorted(data["failures"].items())) or "none"
+    console.print(f"failures: {failures}")
+    busy = data.get("busy_fraction") or {}
+    if busy:
+        console.print("evaluator busy: " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in busy.items()))
+    console.print(describe_evaluation_seconds(data["seconds_per_evaluation"]))
+    console.print(f"LLM: {data['llm_calls']} calls, {data['llm_errors']} errors, {data['llm_tokens']} tokens, "
+                  f"${data['llm_cost_usd']:.2f}")
+    for model, row in data["llm_models"].items():
+        console.print(describe_model(model, row), highlight=False)
+    print_human_and_focus(data, console)
+    table = Table(title=f"best per family (torch.geqrf geomean {fmt_ms(data['baseline_geomean_ms'])} ms)",
+                  title_justify="left")
+    for column in ("family", "champion", "geomean ms", "speedup"):
+        table.add_column(column)
+    for family, row in data["best"].items():
+        table.add_row(family, row["candidate"], fmt_ms(row["geomean_ms"]), fmt_speedup(row["speedup"]))
+    console.print(table)
+    if on_cpu(data.get("device")):
+        console.print(f"[yellow]{CPU_CAVEAT}[/]")

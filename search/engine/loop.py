@@ -1,0 +1,431 @@
+"""The steady-state search loop: ask, mutate, evaluate, tell — no generation barriers.
+
+Each :meth:`SearchLoop.step`:
+  1. collects finished evaluations and tells them to the population (champions,
+     maturation, migration) and to Optuna, one store commit each;
+  2. re-queues work an evaluator lost (a dead actor or node blames nobody);
+  3. turns finished LLM calls into children (or rejected edits, with the reason);
+  4. fills every free evaluator from the pending queue, topping the queue up with
+     immediate Optuna/crossover proposals so that no GPU waits on an LLM call;
+  5. keeps LLM calls in flight (up to the configured concurrency) for later.
+
+It talks to evaluators, the LLM and Optuna through small interfaces, so tests
+drive it with fakes and no Ray, GPU or network.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from kernels.suites import get_suite
+from population.models import Candidate, EvalResult, NewCandidate, Origin, State
+from population.rng import rng_state_to_json
+from population.run import Run
+from search.config import RunConfig
+from search.engine.cascade import plan_screen, structure_best
+from search.engine.domains import domain_cases
+from search.engine.focus import Focus
+from search.engine.human import HumanChannel
+from search.engine.llm import LLMError, LLMPool
+from search.engine.llm_budget import DUPLICATE, LLMBudget
+from search.engine.llm_child import RESTORED
+from search.evaluate.pool import Completed, EvaluatorPool, Lost
+from search.engine.proposer import NOTE_KEY, TRIAL_KEY, Child, KernelFamily, LLMJob, Proposer, RejectedEdit
+from search.numbers import ms as fmt_ms, speedup as fmt_speedup
+from search.speedup import BASELINE_FAMILY, with_speedups
+from search.engine.tuning import Tuner
+from search.evaluate.worker import EvalOutcome, EvalRequest
+
+DRIVER_RNG = "driver/proposals"
+STATUS_KEY = "driver/status"
+MAX_LOSSES = 3
+
+
+@dataclass
+class LoopStats:
+    started: float = field(default_factory=time.monotonic)
+    evaluations: int = 0  # finished GPU/CPU evaluations in this session
+    by_state: collections.Counter = field(default_factory=collections.Counter)
+    lost: int = 0
+    llm_calls: int = 0
+    llm_errors: int = 0
+    driver_s: float = 0.0  # time spent in the loop itself, not waiting on evaluators
+    champions: list[str] = field(default_factory=list)
+
+    def evals_per_minute(self) -> float:
+        minutes = (time.monotonic() - self.started) / 60
+        return self.evaluations / minutes if minutes > 0 else 0.0
+
+
+class SearchLoop:
+    def __init__(self, config: RunConfig, run: Run, pool: EvaluatorPool, tuner: Tuner,
+                 families: Mapping[str, KernelFamily], llm: LLMPool | None = None,
+                 log: Callable[[str], None] = print, max_evals: int | None = None,
+                 max_minutes: float | None = None) -> None:
+        self.config = config
+        self.run = run
+        self.pool = pool
+        self.tuner = tuner
+        self.families = families
+        self.log = log
+        self.rng = self._restore_rng()
+        self.proposer = Proposer(config, run, tuner, families, self.rng, llm=llm)
+        self.llm = llm
+        self.llm_jobs: list[LLMJob] = []
+        self.llm_off_reason: str | None = None if llm is not None else "no LLM endpoint configured"
+        self.llm_budget = LLMBudget(llm.client.config, run.store, log) if llm is not None else None
+        self.queue: collections.deque[str] = collections.deque()
+        self.losses: collections.Counter = collections.Counter()
+        self.stats = LoopStats()
+        self.stop_requested: str | None = None
+        self.max_evals = max_evals
+        self.deadline = time.monotonic() + max_minutes * 60 if max_minutes else None
+        self.bench_cases = list(get_suite(config.evaluation.bench_suite))
+        self.verify_cases = list(get_suite(config.evaluation.verify_suite))
+        self._last_status = 0.0
+        self.focus = Focus(config.focus, run, log)  # the objective of a focused run (search/engine/focus.py)
+        self.human = HumanChannel(self)  # the engineer's events (search/engine/human.py)
+
+    # --- state across resumes ------------------------------------------------------------
+
+    def _restore_rng(self) -> random.Random:
+        from population.rng import derived_rng, rng_from_json
+
+        saved = self.run.store.rng_state(DRIVER_RNG)
+        return rng_from_json(saved) if saved else derived_rng(self.config.seed, DRIVER_RNG)
+
+    def _save_rng(self) -> None:
+        self.run.store.set_rng_state(DRIVER_RNG, rng_state_to_json(self.rng))
+
+    def start(self) -> None:
+        """Queue what a previous session left pending or running, oldest first; baseline first."""
+        pending = self.run.requeue_inflight()
+        pending.sort(key=lambda c: (c.family != BASELINE_FAMILY, c.created_at, c.id))
+        self.queue.extend(c.id for c in pending)
+        if pending:
+            self.log(f"queued {len(pending)} pending candidates")
+        self.focus.start()
+
+    # --- the step ------------------------------------------------------------------------
+
+    def step(self, timeout: float = 0.2) -> None:
+        events = self.human.intercept(self.pool.poll(timeout))
+        began = time.monotonic()
+        self.human.poll()
+        for event in events:
+            if isinstance(event, Completed):
+                self._told(event.outcome)
+            elif isinstance(event, Lost):
+                self._lost(event)
+        self._collect_llm()
+        if not self.stop_requested:
+            self._check_budget()
+        if not self.stop_requested:
+            self.human.dispatch()  # rechecks first, also while paused
+        if not self.stop_requested and not self.human.paused:
+            self._dispatch()
+            self._start_llm_calls()
+        self.stats.driver_s += time.monotonic() - began
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.stop_requested) and not self.pool.inflight()
+
+    def run_until_done(self, on_tick: Callable[[], None] | None = None) -> None:
+        self.start()
+        while not self.finished:
+            self.step()
+            if on_tick:
+                on_tick()
+            if self.stop_requested is None and not self.queue and not self.pool.inflight() and not self.human.paused \
+                    and not self.human.busy() and not self.llm_jobs and self._nothing_to_propose():
+                if not any(self.run.champion(f) for f in self.proposer.searchable_families()):
+                    self.request_stop("no verified candidate to build on (every seed failed; see `qrsearch status`)")
+                else:
+                    self.request_stop("nothing left to propose (every structure used its tuning budget)")
+        self.write_status("finished")
+
+    def request_stop(self, reason: str) -> None:
+        if self.stop_requested is None:
+            self.stop_requested = reason
+            self.log(f"stopping: {reason}")
+            for job in self.llm_jobs:
+                job.future.cancel()
+            # Requests queued behind a running one (compile-ahead lookahead) have not started: pending again.
+            for cid in getattr(self.pool, "withdraw_queued", lambda: [])():
+                self.run.requeue(cid)
+
+    # --- evaluations ---------------------------------------------------------------------
+
+    def _told(self, outcome: EvalOutcome) -> None:
+        result = with_speedups(outcome.result, self.proposer.baseline_result())
+        family = self.run.store.get_candidate(outcome.candidate_id).family
+        state, reason, result = self.focus.judge(family, outcome.state, outcome.reason, result)
+        with self.run.transaction():  # the outcome and the counters that count it commit together
+            report = self.run.tell(outcome.candidate_id, state, reason=reason, result=result)
+            if report.already_recorded:
+                return
+            self.run.add_counters({"gpu_evaluations": 1, f"state/{state.value}": 1,
+                                   "busy_seconds": outcome.busy_s})
+            if self.llm_budget is not None:
+                self.llm_budget.evaluated(outcome.candidate_id)
+        told = result.fitness_ms if state is State.VERIFIED else None
+        if state is State.SCREENED:
+            told = result.screen.get("estimate_ms")  # the screened value, on the fitness scale
+        self._tell_tuner(outcome.candidate_id, told)
+        self.focus.after_tell(family)
+        self.stats.evaluations += 1
+        self.stats.by_state[state.value] += 1
+        cand = report.candidate
+        for change in report.champion_changes:
+            speed = f", {fmt_speedup(result.speedup)} torch.geqrf" if result.speedup else ""
+            line = f"champion of {change.family}: {change.candidate_id} ({fmt_ms(cand.fitness_ms, unit=True)}{speed})"
+            self.stats.champions.append(line)
+            self.log(line)
+
+    def _lost(self, event: Lost) -> None:
+        self.stats.lost += 1
+        self.losses[event.candidate_id] += 1
+        self.log(f"evaluation of {event.candidate_id} lost: {event.reason}")
+        if self.losses[event.candidate_id] >= MAX_LOSSES:
+            # Lost too often to be bad luck: a failure like any other (counters, Optuna, stats).
+            reason = f"evaluation lost {MAX_LOSSES} times (last: {event.reason})"
+            self._told(EvalOutcome(candidate_id=event.candidate_id, state=State.CRASHED, reason=reason,
+                                   result=EvalResult(candidate_id=event.candidate_id, error=reason)))
+            return
+        self.run.requeue(event.candidate_id)
+        self.queue.appendleft(event.candidate_id)
+
+    def _tell_tuner(self, cid: str, value: float | None) -> None:
+        trial = self.run.store.get_json(TRIAL_KEY.format(cid=cid))
+        if trial:
+            self.tuner.tell(trial["study"], trial["number"], value)
+
+    def _request(self, cand: Candidate) -> EvalRequest:
+        cid = cand.id
+        ev = self.config.evaluation
+        family = self.families.get(cand.family) if ev.family_domains else None
+        verify_cases = domain_cases(self.verify_cases, family) if family is not None else self.verify_cases
+        bench_cases = domain_cases(self.bench_cases, family) if family is not None else self.bench_cases
+        screen = None
+        if ev.screen_cases and cand.origin is not Origin.SEED and cand.family != BASELINE_FAMILY:
+            best, fitness = structure_best(self.run, cand)
+            screen = plan_screen(bench_cases, ev.screen_cases, ev.screen_margin, best, fitness)
+        return EvalRequest(
+            candidate_id=cid, family=cand.family, source=self.run.source(cand),
+            verify_suite=ev.verify_suite, verify_cases=verify_cases, bench_suite=ev.bench_suite,
+            bench_cases=bench_cases, device=ev.device, case_timeout_s=ev.case_timeout_s,
+            startup_timeout_s=ev.startup_timeout_s, min_reps=ev.min_reps, max_reps=ev.max_reps,
+            max_seconds_per_case=ev.max_seconds_per_case, target_rel_stderr=ev.target_rel_stderr,
+            # Profiles feed LLM prompts only: none for the reference, none while no LLM is configured.
+            profile=ev.profile and self.llm is not None and cand.family != BASELINE_FAMILY,
+            verify_processes=ev.verify_processes, fast_gates=ev.fast_gates, screen=screen,
+            pause_compiles=ev.pause_compiles_while_timing)
+
+    def _dispatch(self) -> None:
+        free = self.pool.free_slots()
+        while free > 0:
+            if not self.queue and not self._propose_now():
+                break
+            if not self.queue:
+                break
+            cid = self.queue.popleft()
+            cand = self.run.store.get_candidate(cid)
+            if cand.state is not State.PENDING:
+                continue
+            self.run.mark_running(cid)
+            self.pool.submit(self._request(cand))
+            free -= 1
+
+    # --- proposals -----------------------------------------------------------------------
+
+    def _inflight_by_structure(self) -> dict[str, int]:
+        counts: collections.Counter = collections.Counter()
+        for cid in [*self.queue, *self.pool.inflight()]:
+            cand = self.run.store.find_candidate(cid)
+            if cand is not None:
+                counts[cand.fingerprint] += 1
+        return dict(counts)
+
+    def _families_in_order(self) -> list[str]:
+        names = self.proposer.searchable_families()
+        self.rng.shuffle(names)
+        return names
+
+    def _propose_now(self) -> bool:
+        """An immediate (Optuna or crossover) child for an evaluator that would otherwise idle."""
+        # LLM calls in flight hold their place: their answers must still find room in the budget.
+        if self.max_evals is not None and self._evals_committed() + len(self.pool.inflight()) + len(self.queue) \
+                + len(self.llm_jobs) >= self.max_evals:
+            return False
+        inflight = self._inflight_by_structure()
+        for family in self._families_in_order():
+            island = self.rng.randrange(len(self.run.population.family(family).islands))
+            child = self.proposer.synchronous(family, island, inflight)
+            if child is not None:
+                self._store_child(child)
+                return True
+        return False
+
+    def _nothing_to_propose(self) -> bool:
+        return not self._propose_now() and (self.llm_budget is None or self.llm_off_reason is not None
+                                            or self.llm_budget.all_paused())
+
+    def _store_child(self, child: Child) -> str:
+        with self.run.transaction():
+            cand = self.run.add_candidate(child.new)
+            if child.proposal is not None:
+                self.tuner.bind(child.proposal, cand.id)
+                self.run.store.set_json(TRIAL_KEY.format(cid=cand.id),
+                                        {"study": child.proposal.study, "number": child.proposal.trial_number})
+            if child.note:
+                self.run.store.set_json(NOTE_KEY.format(cid=cand.id), child.note)
+            self._save_rng()
+        self.queue.append(cand.id)
+        return cand.id
+
+    def _start_llm_calls(self) -> None:
+        if self.llm is None or self.llm_budget is None or self.llm_off_reason:
+            return
+        mix = self.config.mutation
+        if mix.llm + mix.crossover <= 0:
+            return
+        # Jobs count until collected, so an instant answer cannot start calls without end; the
+        # budget bounds calls plus unevaluated LLM children by what the evaluators can take.
+        eval_room = None if self.max_evals is None else \
+            self.max_evals - self._evals_committed() - len(self.pool.inflight()) - len(self.queue)
+        room = self.llm_budget.room(len(self.llm_jobs), self.pool.size, eval_room)
+        while room > 0 and self.llm.free_slots > 0:
+            model = self.llm_budget.pick(self.rng)
+            families = self._families_in_order()
+            if model is None or not families:
+                return  # every model rests (back-off or pause): Optuna and crossover fill the evaluators
+            family = families[0]
+            island = self.rng.randrange(len(self.run.population.family(family).islands))
+            job = self.proposer.start_llm(family, island, model)
+            if job is None:
+                return
+            self.llm_jobs.append(job)
+            room -= 1
+
+    def _collect_llm(self) -> None:
+        if not self.llm_jobs:
+            return
+        assert self.llm_budget is not None  # jobs exist only with an LLM
+        still: list[LLMJob] = []
+        for job in self.llm_jobs:
+            if not job.future.done():
+                still.append(job)
+                continue
+            if job.future.cancelled():
+                continue
+            try:
+                reply = job.future.result()
+            except LLMError as exc:
+                self._llm_failed(job, str(exc))
+                continue
+            self.stats.llm_calls += 1
+            made = self.proposer.finish_llm(job, reply)
+            with self.run.transaction():
+                n = self.run.store.add_counters({"llm_calls": 1, "llm_prompt_tokens": reply.prompt_tokens,
+                                                 "llm_completion_tokens": reply.completion_tokens,
+                                                 "llm_cost_usd": reply.cost_usd})["llm_calls"]
+                record = {"model": reply.model, "prompt_tokens": reply.prompt_tokens,
+                          "completion_tokens": reply.completion_tokens, "cost_usd": reply.cost_usd,
+                          "latency_s": round(reply.latency_s, 3), "family": job.family,
+                          "parents": [p.id for p in job.parents], "at": time.time()}
+                child_id, kind = None, DUPLICATE
+                if isinstance(made, Child):
+                    child_id = self._store_child(made)
+                    record.update(child=child_id, params=made.params_origin)
+                elif isinstance(made, RejectedEdit):
+                    cand = self.run.add_candidate(made.new)
+                    self.run.tell(cand.id, State.REJECTED, reason=made.reason)
+                    record.update(child=cand.id, rejected=made.reason, kind=made.kind)
+                    kind = made.kind
+                else:
+                    record["duplicate"] = True
+                self.run.store.set_json(f"llm/call/{int(n):06d}", record)
+                # Counted under the model the job asked for: that is whose share and streak it moves.
+                self.llm_budget.answered(job.model, reply.prompt_tokens, reply.completion_tokens, reply.cost_usd,
+                                         rejection=None if child_id else kind, child=child_id,
+                                         restored=isinstance(made, Child) and made.params_origin == RESTORED)
+        self.llm_jobs = still
+
+    def _llm_failed(self, job: LLMJob, message: str) -> None:
+        assert self.llm_budget is not None
+        self.stats.llm_errors += 1
+        with self.run.transaction():
+            self.run.store.add_counters({"llm_errors": 1})
+            self.llm_budget.failed(job.model, message)
+        self.log(f"LLM call failed: {message}")
+
+    # --- budget and status ---------------------------------------------------------------
+
+    def _evals_committed(self) -> int:
+        return int(self.run.store.counter("gpu_evaluations"))
+
+    def _check_budget(self) -> None:
+        budget = self.config.budget
+        if (reached := self.focus.reached()) is not None:
+            self.request_stop(reached)
+        if self.max_evals is not None and self._evals_committed() >= self.max_evals:
+            self.request_stop(f"evaluation budget reached ({self.max_evals})")
+        elif self.deadline is not None and time.monotonic() >= self.deadline:
+            self.request_stop("time budget reached")
+        if self.llm is not None and self.llm_off_reason is None:
+            counters = self.run.store.counters("llm_")
+            tokens = counters.get("llm_prompt_tokens", 0) + counters.get("llm_completion_tokens", 0)
+            if budget.max_llm_tokens is not None and tokens >= budget.max_llm_tokens:
+                self.llm_off_reason = f"LLM token budget spent ({int(tokens)})"
+            elif budget.max_llm_cost_usd is not None and counters.get("llm_cost_usd", 0) >= budget.max_llm_cost_usd:
+                self.llm_off_reason = f"LLM money budget spent (${counters.get('llm_cost_usd', 0):.2f})"
+            if self.llm_off_reason:
+                self.log(f"LLM mutation off: {self.llm_off_reason}")
+
+    def status(self, state: str = "running") -> dict:
+        stats = self.pool.stats()
+        return {
+            "state": state, "updated": time.time(), "session_evaluations": self.stats.evaluations,
+            "evals_per_minute": round(self.stats.evals_per_minute(), 3), "lost": self.stats.lost,
+            "by_state": dict(self.stats.by_state), "queue": len(self.queue), "inflight": len(self.pool.inflight()),
+            "llm_inflight": len(self.llm_jobs), "llm": self.llm_off_reason or "on",
+            "evaluators": stats.evaluators, "evaluators_ready": stats.ready,
+            "busy_fraction": {k: round(v, 4) for k, v in stats.busy_fraction.items()},
+            "driver_seconds": round(self.stats.driver_s, 3), "stop_reason": self.stop_requested,
+            "human": self.human.status(), "focus": self.focus.status(),
+        }
+
+    def write_status(self, state: str = "running", every_s: float = 2.0) -> None:
+        now = time.monotonic()
+        if state == "running" and now - self._last_status < every_s:
+            return
+        self._last_status = now
+        self.run.set_json(STATUS_KEY, self.status(state))
+
+
+def seed_children(config: RunConfig, families: Mapping[str, KernelFamily], rng: random.Random) -> list[NewCandidate]:
+    """The first candidates: the baseline once, and per island of each family its file with
+    the defaults on island 0 and a random valid assignment on the others (diversity for free)."""
+    from kernels.params import structure_fingerprint
+
+    seeds = []
+    baseline = families[BASELINE_FAMILY]
+    seeds.append(NewCandidate(family=BASELINE_FAMILY, island=0, origin=Origin.SEED, source=baseline.source(),
+                              params={}, fingerprint=structure_fingerprint(baseline.source())))
+    for spec in config.families:
+        fam = families[spec.name]
+        if fam.baseline:
+            continue
+        for island in range(spec.islands):
+            defaults = fam.default_params()
+            defaults = defaults.as_params() if hasattr(defaults, "as_params") else dict(defaults)
+            params = defaults if island == 0 else fam.space.sample(rng).as_params()
+            source = fam.render(params)
+            seeds.append(NewCandidate(family=spec.name, island=island, origin=Origin.SEED, source=source,
+                                      params=params, fingerprint=structure_fingerprint(source)))
+    return seeds

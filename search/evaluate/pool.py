@@ -1,0 +1,53 @@
+"""What the search loop needs from evaluators, as a Protocol: Ray actors in
+production (:mod:`search.evaluate.ray_pool`), fakes in tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Union
+
+from search.evaluate.worker import EvalOutcome, EvalRequest
+
+
+@dataclass(frozen=True)
+class Completed:
+    outcome: EvalOutcome
+
+
+@dataclass(frozen=True)
+class Lost:
+    """The evaluator failed, not the candidate: the loop re-queues it."""
+
+    candidate_id: str
+    reason: str
+
+
+PoolEvent = Union[Completed, Lost]
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    evaluators: int
+    ready: int
+    busy_fraction: dict[str, float] = field(default_factory=dict)
+    restarts: int = 0
+
+    @property
+    def mean_busy(self) -> float:
+        return sum(self.busy_fraction.values()) / len(self.busy_fraction) if self.busy_fraction else 0.0
+
+
+class EvaluatorPool(Protocol):
+    size: int
+
+    def free_slots(self) -> int: ...
+
+    def submit(self, request: EvalRequest) -> None: ...
+
+    def poll(self, timeout: float) -> list[PoolEvent]: ...
+
+    def inflight(self) -> list[str]: ...
+
+    def stats(self) -> PoolStats: ...
+
+    def shutdown(self) -> None: ...

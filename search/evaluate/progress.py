@@ -1,0 +1,108 @@
+"""The live screen of a search: throughput, failures, best per family, GPU use, LLM spend."""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from population.models import State
+from population.store import RunStore
+from search.evaluate.budget import budget_progress
+from search.engine.loop import SearchLoop
+from search.numbers import ms as fmt_ms, speedup as fmt_speedup
+from search.speedup import BASELINE_FAMILY, with_speedups
+
+
+STAGES = ("verify", "bench", "rechecks", "profile", "compile_wait", "startup", "screen")
+
+
+def evaluation_seconds(store: RunStore, last: int = 200) -> dict[str, float]:
+    """Mean seconds per evaluation over the run's latest ``last`` results, in total and by
+    stage (``rechecks`` and ``profile`` are parts of ``bench``); empty before any result."""
+    totals = {key: 0.0 for key in ("total", *STAGES)}
+    count = 0
+    hits = compiled = 0.0
+    for cand in store.list_candidates(newest_first=True, limit=last):
+        result = store.get_result(cand.id)
+        if result is None or not result.stage_seconds or result.eval_seconds is None:
+            continue
+        count += 1
+        totals["total"] += result.eval_seconds
+        for key in STAGES:
+            totals[key] += result.stage_seconds.get(key, 0.0)
+        hits += result.jit.get("cache_hits", 0.0)
+        compiled += result.jit.get("compiled", 0.0)
+    if not count:
+        return {}
+    means = {key: value / count for key, value in totals.items()}
+    # The JIT cache hit rate of the evaluation children (precompiled kernels load from the cache).
+    means["jit_cache_hit_rate"] = hits / (hits + compiled) if hits + compiled else None  # type: ignore[assignment]
+    return means
+
+
+def describe_evaluation_seconds(means: dict[str, float]) -> str:
+    if not means:
+        return "evaluation time: no evaluation recorded yet"
+    return (f"evaluation time (mean): {means['total']:.1f} s = verify stage {means['verify']:.1f} s + bench stage "
+            f"{means['bench']:.1f} s (re-checking outputs {means['rechecks']:.1f} s, profiling "
+            f"{means['profile']:.1f} s); waiting for compile-ahead {means.get('compile_wait', 0.0):.1f} s, "
+            f"for evaluation processes {means.get('startup', 0.0):.1f} s; JIT cache hit rate "
+            + ("-" if means.get("jit_cache_hit_rate") is None else f"{100 * means['jit_cache_hit_rate']:.0f}%"))
+
+
+def best_per_family(loop: SearchLoop) -> list[tuple[str, str, float | None, float | None, int]]:
+    """(family, champion id, fitness ms, speedup, evaluations) per searched family."""
+    baseline = loop.proposer.baseline_result()
+    rows = []
+    for name, fam in loop.run.population.families.items():
+        if name == BASELINE_FAMILY:
+            continue
+        champ = fam.champion
+        speed = None
+        if champ is not None:
+            result = loop.run.store.get_result(champ.id)
+            speed = with_speedups(result, baseline).speedup if result else None
+        rows.append((name, champ.id if champ else "-", champ.fitness_ms if champ else None, speed, fam.evals))
+    return rows
+
+
+def render(loop: SearchLoop, title: str) -> Group:
+    s = loop.stats
+    elapsed = time.monotonic() - s.started
+    counters = loop.run.store.counters()
+    pool = loop.pool.stats()
+    head = Table.grid(padding=(0, 2))
+    head.add_row(
+        Text(title, style="bold"), f"{elapsed / 60:5.1f} min",
+        f"evals {s.evaluations} ({s.evals_per_minute():.1f}/min)",
+        f"queue {len(loop.queue)}", f"running {len(loop.pool.inflight())}",
+        f"evaluators {pool.ready}/{pool.evaluators} busy {100 * pool.mean_busy:.0f}%",
+    )
+    failures = {k: v for k, v in s.by_state.items() if State(k).is_failure}
+    llm = loop.llm_off_reason or f"{len(loop.llm_jobs)} in flight"
+    if loop.llm_budget is not None and not loop.llm_off_reason:
+        paused = [name for name in loop.llm_budget.state if loop.llm_budget.paused(name)]
+        llm += f", paused: {', '.join(paused)}" if paused else ""
+    head.add_row(
+        "", f"verified {s.by_state.get(State.VERIFIED.value, 0)} screened {s.by_state.get(State.SCREENED.value, 0)}",
+        "failed " + (", ".join(f"{k} {v}" for k, v in sorted(failures.items())) or "0"),
+        f"lost {s.lost}", f"LLM: {llm}",
+        f"tokens {int(counters.get('llm_prompt_tokens', 0) + counters.get('llm_completion_tokens', 0))} "
+        f"${counters.get('llm_cost_usd', 0):.2f}",
+    )
+    table = Table(title=None, expand=False)
+    for column in ("family", "champion", "geomean ms", "speedup", "evals"):
+        table.add_column(column, justify="right" if column in ("geomean ms", "speedup", "evals") else "left")
+    for name, cid, ms, speed, evals in best_per_family(loop):
+        table.add_row(name, cid, fmt_ms(ms), fmt_speedup(speed),
+                      str(evals))
+    parts: list = [head, Text(budget_progress(loop)), table]
+    if s.champions:
+        parts.append(Text("\n".join(s.champions[-4:]), style="green"))
+    if loop.stop_requested:
+        parts.append(Text(f"stopping: {loop.stop_requested} (waiting for {len(loop.pool.inflight())} evaluations)",
+                          style="yellow"))
+    return Group(*parts)

@@ -1,0 +1,324 @@
+"""Evaluator actors on Ray: one per GPU (or a few on CPU), driven by a ray.wait loop.
+
+Facts this relies on (see docs/ray-optuna-triton-facts in the notes):
+  * GPU actors get ``num_cpus`` explicitly: one that silently holds a CPU
+    for life can deadlock a small machine;
+  * ``ActorPool`` loses work when an actor dies, so work is tracked per
+    object ref: a dead actor's evaluation is *lost* (re-queued by the loop,
+    nobody blamed), and the actor, restarted by Ray, is pinged before reuse;
+  * a call that outlives its deadline cannot be cancelled; the actor is killed
+    (and restarted) instead.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError, RayError
+
+from search.evaluate.compile_ahead import CompileAhead, split_cpus
+from search.evaluate.pool import Completed, Lost, PoolEvent, PoolStats
+from search.evaluate.worker import EvalOutcome, EvalRequest, Worker
+
+
+class _GpuSampler:
+    """Samples NVML utilisation of this actor's GPU in the background, where NVML exists."""
+
+    def __init__(self, period_s: float = 0.5) -> None:
+        self.samples: list[int] = []
+        self._handle = None
+        try:
+            import pynvml  # nvidia-ml-py, present on GPU machines
+
+            pynvml.nvmlInit()
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+            index = int(visible) if visible.isdigit() else 0
+            self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            self._nvml = pynvml
+        except Exception:
+            return
+        self._period = period_s
+        threading.Thread(target=self._run, daemon=True, name="nvml").start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                self.samples.append(int(self._nvml.nvmlDeviceGetUtilizationRates(self._handle).gpu))
+            except Exception:
+                return
+            time.sleep(self._period)
+
+    def mean(self) -> float | None:
+        return sum(self.samples) / len(self.samples) / 100 if self.samples else None
+
+
+def _host_gpu_count() -> int:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return int(pynvml.nvmlDeviceGetCount())
+    except Exception:
+        return 1
+
+
+def _make_worker(workdir: str, env_extra: dict[str, str], name: str, compile_ahead: bool) -> Worker:
+    """The evaluator's Worker: on a GPU, with compile-ahead on its slice of the host's CPUs."""
+    ahead = None
+    timing_cpus = None
+    if compile_ahead and env_extra.get("TRITON_INTERPRET") != "1" and "TRITON_CACHE_DIR" in env_extra:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+        index = int(visible) if visible.isdigit() else 0
+        timing_cpus, compile_cpus = split_cpus(sorted(os.sched_getaffinity(0)), index, _host_gpu_count())
+        try:
+            ahead = CompileAhead(Path(env_extra["TRITON_CACHE_DIR"]), Path(workdir) / name / "ahead",
+                                 sorted(compile_cpus), env_extra=env_extra)
+        except ImportError:  # no ahead-of-time compiler in this build: the JIT compiles in verify
+            ahead = None
+    return Worker(Path(workdir) / name, env_extra, name=name, ahead=ahead, timing_cpus=timing_cpus)
+
+
+# "ahead" runs prefetch (announcing the next candidates) while evaluate runs in the default group.
+@ray.remote(max_restarts=-1, max_task_retries=0, concurrency_groups={"ahead": 1})
+class EvaluatorActor:
+    def __init__(self, workdir: str, env_extra: dict[str, str], name: str, compile_ahead: bool = False) -> None:
+        self.name = name
+        self.worker = _make_worker(workdir, env_extra, name, compile_ahead)
+        self.sampler = _GpuSampler() if env_extra.get("TRITON_INTERPRET") != "1" else None
+
+    def ping(self) -> dict[str, Any]:
+        return {"name": self.name, "pid": os.getpid(), "host": socket.gethostname(),
+                "gpus": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
+
+    def evaluate(self, request_json: str) -> str:
+        return self.worker.evaluate(EvalRequest.model_validate_json(request_json)).model_dump_json()
+
+    @ray.method(concurrency_group="ahead")
+    def prefetch(self, request_json: str) -> bool:
+        return self.worker.prefetch(EvalRequest.model_validate_json(request_json))
+
+    def utilization(self) -> float | None:
+        return self.sampler.mean() if self.sampler else None
+
+    def shutdown(self) -> None:
+        self.worker.close()
+
+
+@dataclass
+class _Slot:
+    name: str
+    actor: Any
+    gpu: bool
+    ready_at: float | None = None
+    busy_s: float = 0.0
+    evaluations: int = 0
+    restarts: int = 0
+    ping: Any = None  # an in-flight ping ref while the actor (re)starts
+    ping_sent: float = 0.0
+    pid: int | None = None
+    # Requests handed to this evaluator behind the one it runs (announced to it, so their
+    # kernels compile ahead); they start here, in order, and survive an actor restart.
+    queue: list[EvalRequest] = field(default_factory=list)
+
+
+@dataclass
+class _Flight:
+    slot: _Slot
+    request: EvalRequest
+    started: float
+    deadline: float
+
+
+@dataclass
+class RayPool:
+    """Implements the loop's EvaluatorPool over Ray actors.
+
+    Each evaluator takes its running request plus up to ``lookahead`` queued ones, so the
+    loop proposes the next candidates early and the evaluator compiles them ahead; the
+    pipeline is the same for every evaluator."""
+
+    workdir: Path
+    gpus: int
+    cpu_evaluators: int = 1
+    cpus_per_evaluator: float = 1.0
+    env_extra: dict[str, str] = field(default_factory=dict)
+    lookahead: int = 0
+    slots: list[_Slot] = field(default_factory=list)
+    _flights: dict[Any, _Flight] = field(default_factory=dict)
+    created_at: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        count = self.gpus if self.gpus > 0 else self.cpu_evaluators
+        env = dict(self.env_extra)
+        if self.gpus == 0:
+            env.setdefault("TRITON_INTERPRET", "1")  # no GPU: run Triton kernels in the interpreter
+        for i in range(count):
+            name = f"gpu{i}" if self.gpus else f"cpu{i}"
+            options: dict[str, Any] = {"num_cpus": self.cpus_per_evaluator}
+            if self.gpus:
+                options["num_gpus"] = 1
+            actor = EvaluatorActor.options(**options).remote(  # type: ignore[attr-defined]
+                str(self.workdir), env, name, self.lookahead > 0)
+            slot = _Slot(name=name, actor=actor, gpu=self.gpus > 0)
+            self._send_ping(slot)
+            self.slots.append(slot)
+
+    def _send_ping(self, slot: _Slot) -> None:
+        slot.ping = slot.actor.ping.remote()
+        slot.ping_sent = time.monotonic()
+
+    @property
+    def size(self) -> int:
+        return len(self.slots)
+
+    def _ready(self) -> list[_Slot]:
+        return [s for s in self.slots if s.ping is None and s.ready_at is not None]
+
+    def _running(self, slot: _Slot) -> bool:
+        return any(f.slot is slot for f in self._flights.values())
+
+    def _load(self, slot: _Slot) -> int:
+        return int(self._running(slot)) + len(slot.queue)
+
+    def free_slots(self) -> int:
+        self._collect_pings()
+        return sum(max(0, 1 + self.lookahead - self._load(s)) for s in self._ready())
+
+    def inflight(self) -> list[str]:
+        return [f.request.candidate_id for f in self._flights.values()] + \
+            [r.candidate_id for s in self.slots for r in s.queue]
+
+    def _collect_pings(self) -> None:
+        pending = [s for s in self.slots if s.ping is not None]
+        if not pending:
+            return
+        ready, _ = ray.wait([s.ping for s in pending], num_returns=len(pending), timeout=0)
+        for slot in pending:
+            if slot.ping in ready:
+                try:
+                    info = ray.get(slot.ping)
+                except RayError:
+                    self._send_ping(slot)  # still restarting
+                    continue
+                slot.ping = None
+                slot.pid = info["pid"]
+                slot.ready_at = slot.ready_at or time.monotonic()
+                for queued in slot.queue[1:]:
+                    slot.actor.prefetch.remote(queued.model_dump_json())  # a restarted actor knows nothing
+                self._next(slot)
+
+    def submit(self, request: EvalRequest) -> None:
+        ready = [s for s in self._ready() if self._load(s) < 1 + self.lookahead]
+        if not ready:
+            raise RuntimeError("submit() without a free slot")
+        slot = min(ready, key=self._load)
+        request = request.model_copy(update={"dispatched_at": time.time()})
+        if self._running(slot):
+            slot.queue.append(request)
+            slot.actor.prefetch.remote(request.model_dump_json())
+        else:
+            self._start(slot, request)
+
+    def withdraw_queued(self) -> list[str]:
+        """Take back every request not started yet (the loop returns them to pending on stop)."""
+        out = []
+        for slot in self.slots:
+            out += [r.candidate_id for r in slot.queue]
+            slot.queue.clear()
+        return out
+
+    def _start(self, slot: _Slot, request: EvalRequest) -> None:
+        ref = slot.actor.evaluate.remote(request.model_dump_json())
+        now = time.monotonic()
+        self._flights[ref] = _Flight(slot=slot, request=request, started=now, deadline=now + request.deadline_s)
+
+    def _next(self, slot: _Slot) -> None:
+        """Start the slot's next queued request, if it is up and idle."""
+        if slot.queue and slot.ping is None and not self._running(slot):
+            self._start(slot, slot.queue.pop(0))
+
+    def poll(self, timeout: float) -> list[PoolEvent]:
+        events: list[PoolEvent] = []
+        self._collect_pings()
+        if self._flights:
+            refs = list(self._flights)
+            ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
+            if ready:
+                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+            for ref in ready:
+                events.append(self._finish(ref))
+        elif timeout > 0:
+            time.sleep(min(timeout, 0.05))
+        now = time.monotonic()
+        for ref, flight in list(self._flights.items()):
+            if now > flight.deadline:
+                # A call cannot be cancelled; kill the actor (Ray restarts it) and re-queue the work.
+                ray.kill(flight.slot.actor, no_restart=False)
+                del self._flights[ref]
+                flight.slot.busy_s += now - flight.started
+                flight.slot.restarts += 1
+                self._send_ping(flight.slot)
+                events.append(Lost(candidate_id=flight.request.candidate_id,
+                                   reason=f"{flight.slot.name}: no answer within {flight.request.deadline_s:.0f} s; "
+                                          "evaluator restarted"))
+        return events
+
+    def _finish(self, ref: Any) -> PoolEvent:
+        flight = self._flights.pop(ref)
+        slot = flight.slot
+        slot.busy_s += time.monotonic() - flight.started
+        try:
+            outcome = EvalOutcome.model_validate_json(ray.get(ref))
+        except RayActorError as exc:
+            slot.restarts += 1
+            self._send_ping(slot)  # its queue starts once the restarted actor answers
+            return Lost(candidate_id=flight.request.candidate_id,
+                        reason=f"{slot.name} died during the evaluation ({type(exc).__name__})")
+        except RayError as exc:
+            self._next(slot)
+            return Lost(candidate_id=flight.request.candidate_id,
+                        reason=f"{slot.name}: evaluator error {type(exc).__name__}: {str(exc)[:300]}")
+        slot.evaluations += 1
+        self._next(slot)
+        if outcome.infra_error:
+            return Lost(candidate_id=outcome.candidate_id, reason=f"{slot.name}: {outcome.infra_error}")
+        return Completed(outcome=outcome)
+
+    def stats(self) -> PoolStats:
+        now = time.monotonic()
+        busy = {}
+        for slot in self.slots:
+            inflight = sum(now - f.started for f in self._flights.values() if f.slot is slot)
+            alive_for = now - (slot.ready_at or now)
+            busy[slot.name] = (slot.busy_s + inflight) / alive_for if alive_for > 1 else 0.0
+        return PoolStats(evaluators=len(self.slots), ready=sum(s.ready_at is not None and s.ping is None
+                                                               for s in self.slots),
+                         busy_fraction=busy, restarts=sum(s.restarts for s in self.slots))
+
+    def utilization(self, timeout: float = 5.0) -> dict[str, float | None]:
+        out: dict[str, float | None] = {}
+        for slot in self.slots:
+            try:
+                out[slot.name] = ray.get(slot.actor.utilization.remote(), timeout=timeout)
+            except (GetTimeoutError, RayError):
+                out[slot.name] = None
+        return out
+
+    def actor_pids(self) -> dict[str, int | None]:
+        return {s.name: s.pid for s in self.slots}
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        refs = [s.actor.shutdown.remote() for s in self.slots]
+        try:
+            ray.get(refs, timeout=timeout)
+        except (GetTimeoutError, RayError):
+            pass
+        for slot in self.slots:
+            ray.kill(slot.actor, no_restart=True)

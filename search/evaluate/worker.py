@@ -1,0 +1,381 @@
+"""Evaluating one candidate on one device: the cascade, and its outcome as data.
+
+This is what an evaluator actor runs; it needs neither Ray nor the run store,
+so it is tested directly.  The candidate travels as source text and is written
+to ``cand_<sha>.py`` (Triton kernels cannot be pickled).  Every candidate runs
+in fresh child processes (a CUDA error poisons a process, so none is reused);
+a warm spare child that has already imported torch hides the start-up cost.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kernels.candidate import materialize
+from kernels.harness.results import CaseResult, SuiteReport
+from kernels.harness.runner import (ChildProcess, RunLimits, child_env, run_candidate, run_candidate_parallel,
+                                    shape_groups)
+from kernels.harness.timing import TimingPolicy
+from kernels.suites import Case
+from population.models import CaseOutcome, CaseStatus, EvalResult, State
+from search.engine.cascade import ScreenPlan, is_screened_out, screened_estimate
+from search.evaluate.compile_ahead import AheadResult, CompileAhead
+
+
+class EvalRequest(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    candidate_id: str
+    family: str
+    source: str
+    verify_suite: str
+    verify_cases: list[Case]
+    bench_suite: str
+    bench_cases: list[Case]
+    device: Literal["auto", "cuda", "cpu"] = "auto"
+    case_timeout_s: float = 240.0
+    startup_timeout_s: float = 180.0
+    min_reps: int = 3
+    max_reps: int = 50
+    max_seconds_per_case: float = 1.0
+    target_rel_stderr: float = 0.01
+    profile: bool = False
+    verify_processes: int = Field(1, ge=1)
+    fast_gates: bool = False  # bench-case gate calls checked with the fast float64 Q
+    screen: ScreenPlan | None = None  # the cascade's timing screen (None: full bench at once)
+    pause_compiles: bool = True  # stop compile-ahead processes while the bench stage times
+    dispatched_at: float | None = None  # time.time() when the pool handed it to an evaluator
+    # A re-check (``qrsearch recheck``): torch.geqrf's source, timed in the candidate's bench child.
+    reference_source: str | None = None
+
+    @property
+    def deadline_s(self) -> float:
+        """Past this, the driver treats the evaluation as lost (the harness limits each case).
+        Bench cases count twice: their gate calls in the verify stage, then their timing."""
+        cases = len(self.verify_cases) + 2 * len(self.bench_cases)
+        return 2 * self.startup_timeout_s + cases * self.case_timeout_s + 60
+
+
+class EvalOutcome(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    candidate_id: str
+    state: State
+    reason: str = ""
+    result: EvalResult
+    infra_error: str | None = None  # the evaluator, not the candidate, failed: re-queue, blame nobody
+    worker: str = ""
+    busy_s: float = Field(0.0, ge=0)
+
+
+_CASE_STATUS: dict[str, CaseStatus] = {
+    "passed": CaseStatus.OK, "failed_verify": CaseStatus.FAILED_VERIFY, "timeout": CaseStatus.TIMEOUT,
+    "not_run": CaseStatus.SKIPPED,
+}
+
+
+def _state_of(case: CaseResult) -> State:
+    if case.status == "rejected" or (case.status == "error" and (case.error or "").startswith("rejected")):
+        return State.REJECTED
+    return {
+        "failed_compile": State.FAILED_COMPILE, "failed_verify": State.FAILED_VERIFY, "timeout": State.TIMEOUT,
+        "crashed": State.CRASHED, "error": State.CRASHED,
+    }.get(case.status, State.CRASHED)
+
+
+def _outcome(case: CaseResult) -> CaseOutcome:
+    t, v = case.timing, case.verify
+    residuals = {}
+    if v is not None:
+        residuals = {k: x for k, x in (("factor", v.factor_scaled), ("orth", v.orth_scaled),
+                                       ("leak", v.leakage_scaled), ("recon", v.recon_scaled)) if x is not None}
+    return CaseOutcome(case=case.case.name, status=_CASE_STATUS.get(case.status, CaseStatus.ERROR),
+                       median_ms=t and t.median_ms, min_ms=t and t.min_ms, max_ms=t and t.max_ms,
+                       count=t and t.count, baseline_ms=case.baseline_ms,
+                       residuals=residuals, message=("" if case.ok else case.message)[:2000], wall_s=case.wall_s)
+
+
+def outcome_from_reports(request: EvalRequest, verify: SuiteReport, bench: SuiteReport | None,
+                         started: float, worker: str = "", extra_stages: dict[str, float] | None = None,
+                         ahead: dict[str, float] | None = None, screened: ScreenPlan | None = None) -> EvalOutcome:
+    """The outcome of an evaluation from its verify and bench reports; ``screened`` says the
+    bench report is the cascade's screen, which the candidate failed to pass."""
+    finished = time.time()
+    report = bench if bench is not None else verify
+    failed = next((c for c in verify.cases if not c.ok), None)
+    if failed is None and bench is not None:
+        failed = next((c for c in bench.cases if not c.ok), None)
+    infra = verify.infra_error or (bench.infra_error if bench else None)
+    profile = None
+    if bench is not None and failed is None:
+        profile = {c.case.name: c.profile.model_dump(mode="json") for c in bench.cases if c.profile is not None} or None
+    cases = tuple(_outcome(c) for c in (bench.cases if bench is not None else verify.cases))
+    if failed is not None and bench is None:
+        # Show the verification failure, not a table of skipped timings.
+        cases = tuple(_outcome(c) for c in verify.cases)
+    geomean = bench.geomean_ms if (bench is not None and failed is None) else None
+    stages = {"verify": verify.wall_s, "startup": verify.startup_s, **(extra_stages or {})}
+    jit = {"compiled": float(verify.jit_compiled), "cache_hits": float(verify.jit_cache_hits), **(ahead or {})}
+    if bench is not None:
+        stages["bench"] = bench.wall_s
+        stages["startup"] += bench.startup_s
+        stages["rechecks"] = sum(c.timing.check_s for c in bench.cases if c.timing)
+        stages["profile"] = sum(c.profile_s or 0.0 for c in bench.cases)
+        jit["compiled"] += bench.jit_compiled
+        jit["cache_hits"] += bench.jit_cache_hits
+    result = EvalResult(
+        candidate_id=request.candidate_id, cases=cases, geomean_ms=geomean, device=report.device_name,
+        versions=report.versions, error="" if failed is None else f"{failed.case.name}: {failed.message}"[:4000],
+        eval_seconds=finished - started, started_at=started, finished_at=finished, profile=profile,
+        stage_seconds=stages, jit=jit)
+    if infra is not None:
+        return EvalOutcome(candidate_id=request.candidate_id, state=State.CRASHED, reason=infra, result=result,
+                           infra_error=infra, worker=worker, busy_s=finished - started)
+    if failed is None and screened is not None and bench is not None and bench.geomean_ms is not None:
+        plan, gm = screened, bench.geomean_ms
+        result = result.model_copy(update={"geomean_ms": None, "fidelity": "screen", "screen": {
+            "geomean_ms": gm, "bar_ms": plan.bar_ms, "margin": plan.margin,
+            "estimate_ms": screened_estimate(gm, plan)}})
+        reason = (f"screened: {gm:.4g} ms on {', '.join(plan.cases)} is {gm / plan.bar_ms:.2f}x its structure "
+                  f"best's {plan.bar_ms:.4g} ms (limit {plan.margin:g}x)")
+        return EvalOutcome(candidate_id=request.candidate_id, state=State.SCREENED, reason=reason, result=result,
+                           worker=worker, busy_s=finished - started)
+    if failed is None:
+        return EvalOutcome(candidate_id=request.candidate_id, state=State.VERIFIED, result=result, worker=worker,
+                           busy_s=finished - started)
+    stage = "verify" if any(not c.ok for c in verify.cases) else "bench"
+    reason = f"{stage} {failed.case.name}: {failed.message}"[:1000]
+    return EvalOutcome(candidate_id=request.candidate_id, state=_state_of(failed), reason=reason, result=result,
+                       worker=worker, busy_s=finished - started)
+
+
+def merge_reports(first: SuiteReport, second: SuiteReport, order: list[Case] | None) -> SuiteReport:
+    """Two reports of one candidate as one (the cascade's screen and the rest): cases in
+    ``order`` (else first's then second's), times and counts summed."""
+    cases = list(first.cases) + list(second.cases)
+    if order is not None:
+        by_name = {c.case.name: c for c in cases}
+        cases = [by_name[c.name] for c in order if c.name in by_name]
+    known = first if first.device != "unknown" else second
+    return SuiteReport(candidate=first.candidate, suite=first.suite, mode=first.mode, device=known.device,
+                       device_name=known.device_name, versions=known.versions, cases=cases,
+                       wall_s=first.wall_s + second.wall_s, infra_error=first.infra_error or second.infra_error,
+                       startup_s=first.startup_s + second.startup_s,
+                       jit_compiled=first.jit_compiled + second.jit_compiled,
+                       jit_cache_hits=first.jit_cache_hits + second.jit_cache_hits)
+
+
+class Worker:
+    """Runs the cascade for one device, keeping warm spare child processes.
+
+    The verify stage runs the verify suite and each bench case's first call in up to
+    ``verify_processes`` children at once, grouped by n, so a Triton candidate's kernels
+    compile in parallel (when they were not compiled ahead); the bench stage then times the
+    bench cases without repeating those calls.  While a candidate is timed nothing else
+    starts for this worker: the spares that replace the verify children start as the verify
+    stage begins (they import torch while the gates run; starting a child creates a CUDA
+    context, and an H200 run that did so during timing measured launch-bound cases 20-75%
+    slower), the bench stage waits until every spare still starting has finished, and the
+    timing child is pinned to ``timing_cpus``, away from the compile-ahead processes.
+
+    ``prefetch`` announces a candidate that will come next: its kernels compile ahead
+    (:mod:`search.evaluate.compile_ahead`) while this one is evaluated.
+    """
+
+    def __init__(self, workdir: Path, env_extra: dict[str, str] | None = None, name: str = "worker",
+                 ahead: CompileAhead | None = None, timing_cpus: frozenset[int] | None = None) -> None:
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.env = child_env(env_extra)
+        self.name = name
+        self.ahead = ahead
+        self.timing_cpus = timing_cpus
+        self.evaluations = 0
+        self.busy_s = 0.0
+        self._last_finished: float | None = None
+        self._lock = threading.Lock()
+        self._spares: list[ChildProcess] = []
+        self._target_spares = 2  # one verify child and the bench child
+        self._top_up()
+
+    def _top_up(self) -> None:
+        """Start children until ``_target_spares`` live ones wait (extra ones are closed)."""
+        with self._lock:
+            alive = []
+            for child in self._spares:
+                if child.proc.poll() is None and len(alive) < self._target_spares:
+                    alive.append(child)
+                else:
+                    child.close()
+            self._spares = alive
+            while len(self._spares) < self._target_spares:
+                self._spares.append(ChildProcess(env=self.env))
+
+    def _take(self) -> ChildProcess:
+        """The oldest live spare, else a new child (thread-safe: the verify stage takes several)."""
+        with self._lock:
+            while self._spares:
+                child = self._spares.pop(0)
+                if child.proc.poll() is None:
+                    return child
+                child.close()
+        return ChildProcess(env=self.env)
+
+    def _settle(self, timeout: float) -> None:
+        """Wait until no spare is still starting (dropping any that died or stalled)."""
+        with self._lock:
+            spares, self._spares = self._spares, []
+        alive = []
+        for child in spares:
+            if child.wait_warm(timeout):
+                alive.append(child)
+            else:
+                child.close()
+        with self._lock:
+            self._spares = alive + self._spares
+
+    @staticmethod
+    def shapes(request: EvalRequest) -> list[tuple[int, int]]:
+        """The (batch, n) shapes the evaluation calls the candidate with: what to compile ahead."""
+        return sorted({(c.batch, c.n) for c in [*request.verify_cases, *request.bench_cases]})
+
+    def prefetch(self, request: EvalRequest) -> bool:
+        """Announce a candidate this worker evaluates soon; True if its compile was queued."""
+        if self.ahead is None:
+            return False
+        path = materialize(request.source, self.workdir / "candidates")
+        first = {c.n for c in request.bench_cases if request.screen is not None and c.name in request.screen.cases}
+        return self.ahead.announce(request.candidate_id, path, self.shapes(request), first=first)
+
+    def _timing_child(self) -> ChildProcess:
+        child = self._take()
+        if self.timing_cpus:
+            child.pin(self.timing_cpus)
+        return child
+
+    def _wait_compile(self, request: EvalRequest, sizes: set[int] | None, extra: dict[str, float],
+                      ahead: dict[str, float]) -> None:
+        if self.ahead is None:
+            return
+        done: AheadResult = self.ahead.wait(request.candidate_id, timeout=request.case_timeout_s, sizes=sizes)
+        extra["compile_wait"] = extra.get("compile_wait", 0.0) + done.waited_s
+        extra["compile_ahead"] = extra.get("compile_ahead", 0.0) + done.compile_s
+        if done.state != "unknown":
+            ahead["ahead_done"] = float(done.state == "done" and ahead.get("ahead_done", 1.0) == 1.0)
+            ahead["ahead_kernels_compiled"] = ahead.get("ahead_kernels_compiled", 0.0) + done.kernels_compiled
+            ahead["ahead_kernels_cached"] = ahead.get("ahead_kernels_cached", 0.0) + done.kernels_cached
+            ahead["ahead_started_late"] = max(ahead.get("ahead_started_late", 0.0), float(done.started_late))
+        else:
+            ahead.setdefault("ahead_done", 0.0)
+
+    def _stage(self, request: EvalRequest, path: Path, verify_cases: list[Case], bench_cases: list[Case],
+               extra: dict[str, float]) -> tuple[SuiteReport, SuiteReport | None]:
+        """Gate ``verify_cases`` and ``bench_cases`` in parallel children, then time ``bench_cases``."""
+        limits = RunLimits(case_timeout_s=request.case_timeout_s, startup_timeout_s=request.startup_timeout_s)
+        policy = TimingPolicy(min_reps=request.min_reps, max_reps=request.max_reps,
+                              max_seconds=request.max_seconds_per_case, target_rel_stderr=request.target_rel_stderr)
+        processes = max(1, min(request.verify_processes, os.cpu_count() or 1))
+        if processes + 1 != self._target_spares:
+            self._target_spares = processes + 1
+            self._top_up()
+        gates = list(verify_cases) + list(bench_cases)
+        fast = frozenset(c.name for c in bench_cases) if request.fast_gates else frozenset()
+        taken = [self._take() for _ in range(len(shape_groups(gates, processes)))]
+        self._top_up()  # their replacements import torch while the gates run, never while timing
+        spare_lock = threading.Lock()
+
+        def spawn() -> ChildProcess:
+            with spare_lock:
+                if taken:
+                    return taken.pop(0)
+            return self._take()
+
+        reference = (materialize(request.reference_source, self.workdir / "candidates")
+                     if request.reference_source is not None else None)
+        try:
+            verify = run_candidate_parallel(path, gates, processes=processes, suite=request.verify_suite,
+                                            mode="verify", device=request.device, limits=limits, fail_fast=True,
+                                            fast_gate_cases=fast, spawn=spawn)
+            bench = None
+            if verify.ok:
+                settling = time.monotonic()
+                self._settle(request.startup_timeout_s)
+                extra["settle"] = extra.get("settle", 0.0) + time.monotonic() - settling
+                paused = self.ahead is not None and request.pause_compiles
+                if paused:
+                    self.ahead.pause()  # type: ignore[union-attr]
+                try:
+                    bench = run_candidate(path, bench_cases, suite=request.bench_suite, mode="bench",
+                                          device=request.device, limits=limits, policy=policy, fail_fast=True,
+                                          profile=request.profile, gate=False, spawn=self._timing_child,
+                                          reference=reference)
+                finally:
+                    if paused:
+                        self.ahead.resume()  # type: ignore[union-attr]
+        finally:
+            for child in taken:
+                child.close()
+            self._top_up()  # the bench child's replacement starts now, after timing
+        return verify, bench
+
+    def evaluate(self, request: EvalRequest) -> EvalOutcome:
+        started = time.time()
+        extra: dict[str, float] = {}
+        if request.dispatched_at is not None:
+            extra["queued"] = max(0.0, started - request.dispatched_at)  # behind this worker's current one
+        if self._last_finished is not None:
+            extra["idle"] = max(0.0, started - self._last_finished)  # this evaluator had nothing to do
+        path = materialize(request.source, self.workdir / "candidates")
+        ahead: dict[str, float] = {}
+        plan = request.screen
+        screen = [c for c in request.bench_cases if plan is not None and c.name in plan.cases]
+        if not screen:
+            self._wait_compile(request, None, extra, ahead)
+            verify, bench = self._stage(request, path, list(request.verify_cases), list(request.bench_cases), extra)
+            outcome = outcome_from_reports(request, verify, bench, started, worker=self.name, extra_stages=extra,
+                                           ahead=ahead)
+            return self._count(outcome)
+        assert plan is not None
+        sizes = {c.n for c in screen}
+        self._wait_compile(request, sizes, extra, ahead)
+        verify, bench = self._stage(request, path, [c for c in request.verify_cases if c.n in sizes], screen, extra)
+        extra["screen"] = verify.wall_s + (bench.wall_s if bench is not None else 0.0)
+        passed = verify.ok and bench is not None and bench.ok and bench.geomean_ms is not None
+        if passed and is_screened_out(bench.geomean_ms, plan):  # type: ignore[union-attr, arg-type]
+            if self.ahead is not None:
+                self.ahead.cancel(request.candidate_id)  # its other sizes are never needed
+            outcome = outcome_from_reports(request, verify, bench, started, worker=self.name, extra_stages=extra,
+                                           ahead=ahead, screened=plan)
+            return self._count(outcome)
+        if passed:
+            self._wait_compile(request, None, extra, ahead)
+            rest = [c for c in request.bench_cases if c.name not in plan.cases]
+            verify2, bench2 = self._stage(request, path, [c for c in request.verify_cases if c.n not in sizes],
+                                          rest, extra)
+            verify = merge_reports(verify, verify2, None)
+            bench = merge_reports(bench, bench2, request.bench_cases) if bench2 is not None else None  # type: ignore[arg-type]
+        elif self.ahead is not None:
+            self.ahead.cancel(request.candidate_id)
+        outcome = outcome_from_reports(request, verify, bench, started, worker=self.name, extra_stages=extra,
+                                       ahead=ahead)
+        return self._count(outcome)
+
+    def _count(self, outcome: EvalOutcome) -> EvalOutcome:
+        self.evaluations += 1
+        self.busy_s += outcome.busy_s
+        self._last_finished = time.time()
+        return outcome
+
+    def close(self) -> None:
+        if self.ahead is not None:
+            self.ahead.close()
+        with self._lock:
+            for child in self._spares:
+                child.close()
+            self._spares = []

@@ -1,0 +1,219 @@
+"""The search loop with fake evaluators and a fake LLM: no Ray, GPU or network."""
+
+from __future__ import annotations
+
+import pytest
+
+import kernels.families
+from kernels.families import BASELINE_PATH
+from kernels.params import ParamSpace, structure_fingerprint
+from population.models import Origin, State
+from population.run import Run
+from search.config import EvaluationConfig, FamilySpec, MaturationSettings, MutationMix, RunConfig
+from search.evaluate.driver import create_run
+from search.engine.llm import LLMError
+from search.engine.loop import SearchLoop
+from search.engine.tuning import Tuner
+from tests.search.fakes import TOY_SOURCE, FakeLLMPool, FakePool, ToyFamily
+
+
+class NoSpace(ParamSpace):
+    pass
+
+
+@pytest.fixture()
+def families(monkeypatch):
+    fams = {"torch_geqrf": ToyFamily("torch_geqrf", baseline=True, space=NoSpace, text=BASELINE_PATH.read_text()),
+            "toy": ToyFamily("toy"), "toy2": ToyFamily("toy2")}
+    monkeypatch.setattr(kernels.families, "FAMILIES", fams, raising=False)
+    return fams
+
+
+def config(tmp_path, **kw):
+    base = dict(name="t", runs_dir=str(tmp_path), seed=3,
+                families=[FamilySpec(name="toy", islands=2, island_size=4), FamilySpec(name="toy2", islands=1)],
+                evaluation=EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu"),
+                mutation=MutationMix(llm=0.0, optuna=0.8, crossover=0.2),
+                maturation=MaturationSettings(tuning_budget=3))
+    base.update(kw)
+    return RunConfig(**base)
+
+
+def make_loop(cfg, families, pool=None, llm=None, max_evals=30, run=None):
+    run = run or create_run(cfg, families)
+    tuner = Tuner(cfg.run_dir / "optuna.journal", seed=cfg.seed)
+    logs: list[str] = []
+    loop = SearchLoop(cfg, run, pool or FakePool(), tuner, families, llm=llm, log=logs.append, max_evals=max_evals)
+    loop.logs = logs
+    return loop
+
+
+def test_runs_to_budget_and_learns(tmp_path, families):
+    loop = make_loop(config(tmp_path), families, max_evals=30)
+    loop.run_until_done()
+    store = loop.run.store
+    assert store.check_consistency(deep=True) == []
+    assert int(store.counter("gpu_evaluations")) == 30
+    cands = store.list_candidates()
+    assert loop.pool.submitted[0] == cands[0].id and cands[0].family == "torch_geqrf"  # baseline first
+    assert {c.origin for c in cands} >= {Origin.SEED, Origin.OPTUNA}
+    # Optuna found the optimum of the toy landscape (block=32, warps=2 -> 1.0 ms) or close to it.
+    champ = loop.run.champion("toy")
+    assert champ is not None and champ.fitness_ms <= 1.5
+    # Speedup against the baseline (10 ms) is filled in.
+    assert store.get_result(champ.id).speedup == pytest.approx(10.0 / champ.fitness_ms)
+    # Optuna children share their parent's structure; the studies hold their trials.
+    for c in cands:
+        if c.origin is Origin.OPTUNA:
+            assert c.fingerprint == structure_fingerprint(TOY_SOURCE)
+    assert loop.tuner.trials_used("toy", structure_fingerprint(TOY_SOURCE)) >= 5
+    assert any("champion of toy" in line for line in loop.logs)
+    assert loop.stop_requested.startswith("evaluation budget")
+
+
+def test_never_oversubscribes_and_keeps_evaluators_busy(tmp_path, families):
+    pool = FakePool(size=3)
+    loop = make_loop(config(tmp_path), families, pool=pool, max_evals=20)
+    loop.start()
+    busy = []
+    for _ in range(12):
+        loop.step()
+        busy.append(len(pool.inflight()))
+    assert max(busy) <= 3
+    assert sum(b == 3 for b in busy) >= 5  # Optuna fills every slot without waiting
+
+
+def test_lost_work_is_requeued_and_nobody_is_blamed(tmp_path, families):
+    cfg = config(tmp_path)
+    run = create_run(cfg, families)
+    victim = run.store.list_candidates()[1].id
+    always_lost = run.store.list_candidates()[2].id
+    pool = FakePool(lose={victim: 2, always_lost: 5})
+    loop = make_loop(cfg, families, pool=pool, run=run, max_evals=12)
+    loop.run_until_done()
+    assert run.store.get_candidate(victim).state is State.VERIFIED
+    assert pool.submitted.count(victim) == 3
+    lost = run.store.get_candidate(always_lost)
+    assert lost.state is State.CRASHED and "lost 3 times" in lost.reason
+    assert run.store.check_consistency() == []
+
+
+def test_failures_are_states_and_tell_optuna_fail(tmp_path, families):
+    crashy = dict(families)
+    crashy["toy2"] = ToyFamily("toy2", text=TOY_SOURCE.replace("import torch", "import torch  # CRASH"))
+    loop = make_loop(config(tmp_path), crashy, max_evals=10)
+    loop.run_until_done()
+    crashed = loop.run.store.list_candidates(family="toy2")
+    assert crashed and all(c.state is State.CRASHED and "SIGSEGV" in c.reason for c in crashed)
+    assert loop.run.champion("toy2") is None
+
+
+class RecordingPool(FakePool):
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests = []
+
+    def submit(self, request) -> None:
+        self.requests.append(request)
+        super().submit(request)
+
+
+@pytest.mark.parametrize("with_llm", [False, True])
+def test_candidates_are_profiled_only_for_an_llm(tmp_path, families, with_llm):
+    pool = RecordingPool()
+    cfg = config(tmp_path, evaluation=EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench",
+                                                       device="cpu", profile=True, verify_processes=3))
+    llm = FakeLLMPool(lambda messages: "no edit") if with_llm else None
+    loop = make_loop(cfg, families, pool=pool, llm=llm, max_evals=6)
+    loop.run_until_done()
+    flags = {r.family: r.profile for r in pool.requests}
+    assert flags["torch_geqrf"] is False  # the reference is never profiled
+    assert flags["toy"] is with_llm
+    assert {r.verify_processes for r in pool.requests} == {3}
+
+
+def edit_reply(messages):
+    return ("Make it contiguous first.\n<<<<<<< SEARCH\n    return torch.geqrf(A)\n=======\n"
+            "    return torch.geqrf(A.contiguous())  # FAST\n>>>>>>> REPLACE\n")
+
+
+def test_llm_edits_become_new_structures_that_mature(tmp_path, families):
+    cfg = config(tmp_path, mutation=MutationMix(llm=0.5, optuna=0.5, crossover=0.0))
+    llm = FakeLLMPool(edit_reply)
+    loop = make_loop(cfg, families, llm=llm, max_evals=40)
+    loop.run_until_done()
+    store = loop.run.store
+    llm_children = [c for c in store.list_candidates() if c.origin is Origin.LLM and c.state is not State.REJECTED]
+    assert llm_children and all(c.fingerprint != structure_fingerprint(TOY_SOURCE) for c in llm_children)
+    # The new structure was tuned (Optuna children of it) and, being 2x faster, became champion.
+    fast = llm_children[0].fingerprint
+    tuned = [c for c in store.list_candidates() if c.fingerprint == fast and c.origin is Origin.OPTUNA]
+    assert tuned
+    assert loop.run.champion("toy").fingerprint == fast
+    # The prompt carried the contract, the parent and the inspiration of the other family.
+    prompt = llm.prompts[-1][1]["content"]
+    assert "custom_kernel(A) -> (H, tau)" in prompt and "## Parent c" in prompt
+    counters = store.counters("llm_")
+    assert counters["llm_calls"] == len(llm.prompts) and counters["llm_prompt_tokens"] == 1000 * len(llm.prompts)
+    assert store.get_json("llm/call/000001")["model"] == "fake"
+
+
+def test_bad_llm_answers_are_rejected_with_reasons_and_the_search_goes_on(tmp_path, families):
+    answers = iter(["no code at all", LLMError("fake: HTTP 503: down"),
+                    "<<<<<<< SEARCH\nnot in the file\n=======\nx\n>>>>>>> REPLACE\n"])
+
+    def respond(messages):
+        return next(answers, LLMError("fake: cannot reach"))
+
+    cfg = config(tmp_path, mutation=MutationMix(llm=0.5, optuna=0.5, crossover=0.0))
+    llm = FakeLLMPool(respond)
+    loop = make_loop(cfg, families, llm=llm, max_evals=15)
+    loop.run_until_done()
+    rejected = loop.run.store.list_candidates(state=State.REJECTED)
+    reasons = sorted(c.reason for c in rejected)
+    assert any("no SEARCH/REPLACE" in r for r in reasons) and any("does not occur" in r for r in reasons)
+    assert int(loop.run.store.counter("gpu_evaluations")) == 15  # Optuna kept the GPUs busy
+    assert loop.stats.llm_errors >= 2
+    # The reason of a failed attempt reaches the next prompt.
+    later = [p[1]["content"] for p in llm.prompts[3:]]
+    assert any("does not occur" in p or "no SEARCH/REPLACE" in p for p in later)
+
+
+def test_llm_token_budget_turns_llm_off(tmp_path, families):
+    from search.config import BudgetConfig
+
+    cfg = config(tmp_path, mutation=MutationMix(llm=1.0, optuna=0.5, crossover=0.0),
+                 budget=BudgetConfig(max_llm_tokens=2500))
+    llm = FakeLLMPool(edit_reply)
+    loop = make_loop(cfg, families, llm=llm, max_evals=15)
+    loop.run_until_done()
+    assert loop.llm_off_reason and "token budget" in loop.llm_off_reason
+    assert len(llm.prompts) <= 3
+
+
+def test_resume_after_an_abrupt_stop_continues_exactly(tmp_path, families):
+    cfg = config(tmp_path)
+    pool = FakePool()
+    loop = make_loop(cfg, families, pool=pool, max_evals=40)
+    loop.start()
+    for _ in range(8):
+        loop.step()
+    loop.pool._flight and None
+    # Simulate a kill: work in flight stays "running" in the store; nothing else is written.
+    inflight = set(pool.inflight())
+    done_before = int(loop.run.store.counter("gpu_evaluations"))
+    fp = structure_fingerprint(TOY_SOURCE)
+    trials_before = loop.tuner.trials_used("toy", fp)
+    loop.run.close()
+
+    run = Run.open(cfg.run_dir)
+    assert {c.id for c in run.store.inflight()} >= inflight
+    loop2 = make_loop(cfg, families, run=run, max_evals=done_before + 10)
+    loop2.run_until_done()
+    store = loop2.run.store
+    assert int(store.counter("gpu_evaluations")) == done_before + 10
+    assert all(store.get_candidate(cid).state.is_terminal for cid in inflight)  # re-queued and finished
+    assert store.check_consistency(deep=True) == []
+    assert loop2.tuner.trials_used("toy", fp) > trials_before  # the same study, continued
+    ids = [c.id for c in store.list_candidates()]
+    assert len(ids) == len(set(ids))

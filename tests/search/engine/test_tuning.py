@@ -1,0 +1,153 @@
+from typing import Annotated, Literal
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+from pydantic import model_validator
+
+from kernels.params import Choice, IntRange, ParamSpace
+from search.engine.tuning import (TRIAL_ATTR_CANDIDATE, TRIAL_ATTR_DUPLICATE, TRIAL_ATTR_LOST, TRIAL_ATTR_SKIPPED,
+                           KnownOutcome, Tuner, TunerExhausted, distributions)
+
+
+class Space(ParamSpace):
+    block: Annotated[int, Choice(16, 32, 64)] = 32
+    warps: Annotated[int, IntRange(2, 8, step=2, log=True)] = 4
+    stages: Annotated[int, IntRange(1, 4)] = 2
+    precision: Literal["ieee", "tf32x3"] = "ieee"
+
+    @model_validator(mode="after")
+    def _rule(self):
+        if self.block == 64 and self.stages > 3:
+            raise ValueError("too much shared memory")
+        return self
+
+
+DEFAULTS = Space().as_params()
+
+
+def test_distributions_mirror_the_space():
+    d = distributions(Space)
+    assert d["block"].choices == (16, 32, 64)
+    assert d["warps"].choices == (2, 4, 6, 8)  # log + step is not an Optuna int: listed
+    assert (d["stages"].low, d["stages"].high) == (1, 4)
+    assert d["precision"].choices == ("ieee", "tf32x3")
+
+
+def test_parent_point_is_told_with_its_value_then_only_new_valid_points(tmp_path):
+    tuner = Tuner(tmp_path / "j.log", seed=1)
+    first = tuner.ask("fam", "fp1", Space, DEFAULTS, parent_id="c0", parent_value=2.0)
+    assert first.params != DEFAULTS, "the parent's point is told, not asked again"
+    study = tuner.study("fam", "fp1")
+    seed = study.get_trials()[0]
+    assert seed.state == TrialState.COMPLETE and seed.value == 2.0 and seed.params == DEFAULTS
+    assert seed.user_attrs[TRIAL_ATTR_CANDIDATE] == "c0"
+    tuner.bind(first, "c1")
+    tuner.tell(first.study, first.trial_number, 2.5)
+    seen = {tuple(sorted(DEFAULTS.items())), tuple(sorted(first.params.items()))}
+    for i in range(12):
+        p = tuner.ask("fam", "fp1", Space, DEFAULTS, parent_id="c0", parent_value=2.0)
+        Space(**p.params)  # always valid
+        key = tuple(sorted(p.params.items()))
+        assert key not in seen, "never proposes a point it already evaluated"
+        seen.add(key)
+        tuner.bind(p, f"c{i + 2}")
+        tuner.tell(p.study, p.trial_number, 1.0 + i if i % 3 else None)
+    trials = study.get_trials()
+    bound = [t for t in trials if TRIAL_ATTR_CANDIDATE in t.user_attrs and TRIAL_ATTR_DUPLICATE not in t.user_attrs]
+    states = [t.state for t in bound]
+    assert states.count(TrialState.FAIL) == 4 and states.count(TrialState.COMPLETE) == 10
+    assert tuner.trials_used("fam", "fp1") == 13  # the told seed costs no trial
+    # Asks that were never evaluated are never FAIL: only evaluated candidates fail.
+    assert all(TRIAL_ATTR_CANDIDATE in t.user_attrs for t in trials if t.state == TrialState.FAIL)
+    assert all(t.state.is_finished() for t in trials)
+    params, value = tuner.best("fam", "fp1")
+    assert value == 2.0 and Space(**params)
+
+
+def test_a_repeated_point_is_told_the_known_outcome_never_fail(tmp_path):
+    tuner = Tuner(tmp_path / "j.log", seed=2)
+    study = tuner.study("fam", "fp")
+    first = tuner.ask("fam", "fp", Space, DEFAULTS)
+    tuner.bind(first, "c1")
+    # The sampler proposes the same point again while c1 is still running, and after it finished.
+    study.enqueue_trial(first.params)
+    while_running = tuner.ask("fam", "fp", Space, DEFAULTS)
+    assert while_running.params != first.params
+    tuner.bind(while_running, "c2")
+    tuner.tell(first.study, first.trial_number, 4.0)
+    study.enqueue_trial(first.params)
+    tuner.ask("fam", "fp", Space, DEFAULTS)
+    repeats = [t for t in study.get_trials() if t.user_attrs.get(TRIAL_ATTR_DUPLICATE) == first.trial_number]
+    assert len(repeats) == 2
+    assert all(t.state == TrialState.COMPLETE and t.value == 4.0 and t.user_attrs[TRIAL_ATTR_CANDIDATE] == "c1"
+               for t in repeats)
+    assert tuner.trials_used("fam", "fp") == 2  # c1 and c2: the repeats cost nothing
+
+
+def test_skipped_ask_is_pruned_with_its_reason(tmp_path):
+    tuner = Tuner(tmp_path / "j.log", seed=4)
+    p = tuner.ask("fam", "fp", Space, DEFAULTS)
+    tuner.skip(p, "the same code and parameters as an existing candidate")
+    trial = tuner.study("fam", "fp").get_trials()[p.trial_number]
+    assert trial.state == TrialState.PRUNED and "existing candidate" in trial.user_attrs[TRIAL_ATTR_SKIPPED]
+    assert tuner.trials_used("fam", "fp") == 0
+
+
+def test_reconcile_settles_what_a_killed_driver_left_running(tmp_path):
+    path = tmp_path / "j.log"
+    tuner = Tuner(path, seed=5)
+    done = tuner.ask("fam", "fp", Space, DEFAULTS)
+    tuner.bind(done, "c1")  # the store finished c1, the driver died before telling Optuna
+    requeued = tuner.ask("fam", "fp", Space, DEFAULTS)
+    tuner.bind(requeued, "c2")  # still pending in the store: the resume evaluates it
+    unstored = tuner.ask("fam", "fp", Space, DEFAULTS)
+    tuner.bind(unstored, "c3")  # bound, but the store transaction never committed
+    unbound = tuner.ask("fam", "fp", Space, DEFAULTS)  # asked, never bound
+    store = {"c1": KnownOutcome(finished=True, value=3.5), "c2": KnownOutcome(finished=False, value=None)}
+
+    again = Tuner(path, seed=5)
+    assert again.reconcile(store.get) == 3
+    trials = again.study("fam", "fp").get_trials()
+    assert trials[done.trial_number].state == TrialState.COMPLETE and trials[done.trial_number].value == 3.5
+    assert trials[requeued.trial_number].state == TrialState.RUNNING
+    for lost in (unstored, unbound):
+        assert trials[lost.trial_number].state == TrialState.FAIL
+        assert trials[lost.trial_number].user_attrs[TRIAL_ATTR_LOST] is True
+    assert again.reconcile(store.get) == 0  # idempotent
+    again.tell(requeued.study, requeued.trial_number, 2.0)
+    assert again.study("fam", "fp").get_trials()[requeued.trial_number].value == 2.0
+
+
+def test_budget_per_structure(tmp_path):
+    tuner = Tuner(tmp_path / "j.log", trials_per_structure=3)
+    for i in range(3):
+        p = tuner.ask("fam", "fp", Space, DEFAULTS)
+        tuner.bind(p, f"c{i}")
+    with pytest.raises(TunerExhausted, match="used its 3 trials"):
+        tuner.ask("fam", "fp", Space, DEFAULTS)
+    assert tuner.ask("fam", "other", Space, DEFAULTS)  # another structure has its own budget
+
+
+def test_resume_continues_the_same_study(tmp_path):
+    path = tmp_path / "j.log"
+    tuner = Tuner(path, seed=3)
+    p = tuner.ask("fam", "fp", Space, DEFAULTS)
+    tuner.bind(p, "c1")
+    pending = tuner.ask("fam", "fp", Space, DEFAULTS)  # in flight when the driver dies
+    tuner.bind(pending, "c2")
+    tuner.tell(p.study, p.trial_number, 3.0)
+
+    again = Tuner(path, seed=3)
+    again.tell(pending.study, pending.trial_number, 1.5)
+    again.tell(pending.study, pending.trial_number, 9.9)  # told twice after a resume: ignored
+    study = optuna.load_study(study_name="fam:fp", storage=again.storage)
+    values = sorted(t.value for t in study.get_trials() if t.state == TrialState.COMPLETE)
+    assert values == [1.5, 3.0]
+    assert again.trials_used("fam", "fp") == 2
+
+
+def test_mismatched_parameters_are_not_tunable(tmp_path):
+    tuner = Tuner(tmp_path / "j.log")
+    with pytest.raises(TunerExhausted, match="do not match"):
+        tuner.ask("fam", "fp", Space, {"block": 32, "new_knob": 1})

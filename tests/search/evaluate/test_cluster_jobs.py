@@ -1,0 +1,140 @@
+"""The documented multi-machine path, on one machine: a two-node Ray cluster on loopback
+(``ray start --head`` then ``ray start --address``, token authentication on), a smoke search
+submitted with ``ray job submit --working-dir .``, and its run store read by ``qrsearch status``.
+
+Every address is 127.0.0.1 and every port is picked free; the nodes live in this test's own
+temp dir, and cleanup ends only the processes whose command line names that dir (never
+``ray stop``, which would stop other people's Ray on a shared machine).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+RAY = Path(sys.executable).with_name("ray")
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def _own_pids(marker: str) -> list[int]:
+    """Processes whose command line mentions ``marker`` (this test's temp dir)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+def _stop_own_nodes(marker: str) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = _own_pids(marker)
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 10
+        while pids and _own_pids(marker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
+def _node_ports(ports: list[int]) -> list[str]:
+    manager, objects, agent, agent_grpc, metrics, runtime_env, worker_lo = ports
+    return [f"--node-manager-port={manager}", f"--object-manager-port={objects}",
+            f"--dashboard-agent-listen-port={agent}", f"--dashboard-agent-grpc-port={agent_grpc}",
+            f"--metrics-export-port={metrics}", f"--runtime-env-agent-port={runtime_env}",
+            f"--min-worker-port={worker_lo}", f"--max-worker-port={worker_lo + 40}"]
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    if not RAY.exists():
+        pytest.fail(f"{RAY} is missing: install qrsearch with its cluster extra (pip install -e '.[cluster]')")
+    # Unix socket paths must stay short: a temp dir of our own directly under /tmp.
+    temp = Path(tempfile.mkdtemp(prefix="qrj", dir="/tmp"))
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16),
+           "RAY_USAGE_STATS_ENABLED": "0", "RAY_ADDRESS": ""}
+    env.pop("RAY_ADDRESS")
+    gcs, dashboard, client, *rest = _free_ports(3 + 13)
+    # The two nodes' worker port ranges follow each other, so they never overlap.
+    head_ports, worker_ports = rest[:7], [*rest[7:], rest[6] + 41]
+    common = ["--node-ip-address=127.0.0.1", f"--temp-dir={temp}", "--disable-usage-stats"]
+    try:
+        subprocess.run([str(RAY), "start", "--head", f"--port={gcs}", "--include-dashboard=true",
+                        "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard}",
+                        f"--ray-client-server-port={client}", "--num-cpus=1", *common, *_node_ports(head_ports)],
+                       env=env, check=True, capture_output=True, text=True, timeout=180)
+        subprocess.run([str(RAY), "start", f"--address=127.0.0.1:{gcs}", "--num-cpus=1",
+                        '--resources={"qrsearch_worker_node": 1}', *common, *_node_ports(worker_ports)],
+                       env=env, check=True, capture_output=True, text=True, timeout=180)
+        yield {"env": env, "dashboard": f"http://127.0.0.1:{dashboard}", "gcs": f"127.0.0.1:{gcs}", "temp": temp}
+    except subprocess.CalledProcessError as exc:
+        pytest.fail(f"ray start failed: {exc.stderr[-2000:]}")
+    finally:
+        _stop_own_nodes(str(temp))
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_ray_job_submit_runs_a_search_on_a_two_node_cluster(cluster, tmp_path):
+    env = cluster["env"]
+    nodes = subprocess.run([sys.executable, "-c", (
+        "import ray, json; ray.init(address='" + cluster["gcs"] + "', logging_level='ERROR');"
+        "print(json.dumps([n['Resources'] for n in ray.nodes() if n['Alive']]))")],
+        env=env, capture_output=True, text=True, timeout=120, check=True)
+    resources = json.loads(nodes.stdout.strip().splitlines()[-1])
+    assert len(resources) == 2 and sum("qrsearch_worker_node" in r for r in resources) == 1
+
+    # Without the token the dashboard refuses the job: authentication is really on.
+    no_token = {k: v for k, v in env.items() if k != "RAY_AUTH_TOKEN"}
+    no_token["RAY_AUTH_MODE"] = "disabled"
+    refused = subprocess.run([str(RAY), "job", "list", "--address", cluster["dashboard"]], env=no_token,
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0
+
+    runs = tmp_path / "runs"
+    submit = subprocess.run(
+        [str(RAY), "job", "submit", "--address", cluster["dashboard"], "--working-dir", str(REPO), "--",
+         "python", "-m", "search", "launch", "--config", "runs/smoke.yaml", "--name", "cluster-smoke",
+         "--runs-dir", str(runs), "--max-evals", "2", "--max-minutes", "3", "--address", "auto"],
+        env=env, capture_output=True, text=True, timeout=540, cwd=REPO)
+    assert submit.returncode == 0, submit.stdout[-3000:] + submit.stderr[-3000:]
+    assert "succeeded" in submit.stdout.lower()
+
+    status = subprocess.run([sys.executable, "-m", "search", "status", str(runs / "cluster-smoke"), "--json"],
+                            capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert status.returncode == 0, status.stderr
+    data = json.loads(status.stdout)
+    assert data["state"] == "finished" or data["state"].startswith("stopped"), data["state"]
+    assert data["evaluations"] >= 2
+    assert data["sessions"] == 1

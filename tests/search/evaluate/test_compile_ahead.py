@@ -1,0 +1,236 @@
+"""Compile-ahead scheduling with a fake compiler: order, parallelism, waits, failures, CPUs,
+and the run's Triton cache across a resume."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from search.evaluate.compile_ahead import CompileAhead, evaluator_env, run_cache_dir, split_cpus
+from tests.search.fake_compiler import FakeCompiler
+
+
+def ahead(tmp_path: Path, compiler: FakeCompiler, parallel: int = 1, cpus=None) -> CompileAhead:
+    return CompileAhead(tmp_path / "cache", tmp_path / "ahead", cpus, start=compiler.start, read=compiler.read,
+                        target="fake-target", parallel=parallel, poll_s=0.01)
+
+
+def cand(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / f"{name}.py"
+    path.write_text("def custom_kernel(A):\n    return A\n")
+    return path
+
+
+def test_compiles_one_process_per_n_in_announcement_order_at_most_parallel_at_once(tmp_path):
+    compiler = FakeCompiler(delay=0.4)
+    sched = ahead(tmp_path, compiler, parallel=2)
+    try:
+        for cid in ("c1", "c2", "c3"):
+            assert sched.announce(cid, cand(tmp_path, cid), [(8, 64), (2, 32), (8, 64), (4, 64)])
+        assert not sched.announce("c1", cand(tmp_path, "c1"), [(1, 1)])  # known already: not twice
+        assert sched.running() == ["c1"] and sched.queued() == ["c2", "c3"]
+        # c1's two n, largest first, each in its own process; shapes deduplicated.
+        assert [c["shapes"] for c in compiler.calls] == [[(4, 64), (8, 64)], [(2, 32)]]
+        first = sched.wait("c1", timeout=30)
+        assert first.state == "done" and first.kernels_compiled == 3 and not first.started_late
+        assert first.compile_s >= 0.4  # the fake sleeps that long
+        deadline = time.monotonic() + 10
+        while "c2" not in sched.running() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert "c2" in sched.running()  # slots freed: the next in line started, nobody waited for it
+        assert all(c["cache_dir"] == tmp_path / "cache" for c in compiler.calls)
+        assert sched.wait("c2", 30).state == "done" and sched.wait("c3", 30).state == "done"
+        assert [c["candidate"].stem for c in compiler.calls] == ["c1", "c1", "c2", "c2", "c3", "c3"]
+    finally:
+        sched.close()
+
+
+def test_a_candidate_due_before_its_compile_started_goes_first(tmp_path):
+    compiler = FakeCompiler(delay=0.3)
+    sched = ahead(tmp_path, compiler, parallel=1)
+    try:
+        for cid in ("c1", "c2", "c3"):
+            sched.announce(cid, cand(tmp_path, cid), [(2, 32)])
+        got = sched.wait("c3", timeout=30)
+        assert got.state == "done" and got.started_late and got.waited_s > 0
+        assert [c["candidate"].stem for c in compiler.calls][:2] == ["c1", "c3"]  # c3 jumped the line
+        assert sched.wait("unknown", timeout=1).state == "unknown"
+        assert sched.wait("c2", timeout=30).state == "done" and sched.queued() == []
+    finally:
+        sched.close()
+
+
+def test_a_failed_or_overlong_compile_is_reported_not_raised(tmp_path):
+    failing = ahead(tmp_path / "f", FakeCompiler(delay=0.05, ok=False))
+    try:
+        failing.announce("c1", cand(tmp_path, "c1"), [(2, 32)])
+        got = failing.wait("c1", timeout=30)
+        assert got.state == "failed" and got.error == "fake compile error"
+    finally:
+        failing.close()
+    slow = ahead(tmp_path / "s", FakeCompiler(delay=30))
+    try:
+        slow.announce("c1", cand(tmp_path, "c1"), [(2, 32)])
+        began = time.monotonic()
+        got = slow.wait("c1", timeout=0.3)
+        assert got.state == "timeout" and "killed" in (got.error or "")
+        assert time.monotonic() - began < 10 and slow.running() == []
+    finally:
+        slow.close()
+
+
+def test_compiles_run_on_the_cpus_they_are_given(tmp_path):
+    cpus = sorted(os.sched_getaffinity(0))[-1:]
+    compiler = FakeCompiler(delay=0.05)
+    sched = ahead(tmp_path, compiler, cpus=cpus)
+    try:
+        sched.announce("c1", cand(tmp_path, "c1"), [(2, 32)])
+        assert sched.wait("c1", timeout=30).state == "done"
+    finally:
+        sched.close()
+    assert compiler.calls[0]["cpus"] == cpus
+    assert compiler.read(compiler.calls[0]["report"]).affinity == cpus
+
+
+def test_split_cpus_keeps_timing_and_compiling_apart():
+    timing, compiling = split_cpus(range(16), 0, 1)
+    assert timing == frozenset({0, 1}) and compiling == frozenset(range(2, 16))
+    slices = [split_cpus(range(16), i, 2) for i in range(2)]
+    assert slices[0] == (frozenset({0}), frozenset(range(1, 8)))
+    assert slices[1] == (frozenset({8}), frozenset(range(9, 16)))
+    everything = [c for t, k in slices for c in (*t, *k)]
+    assert sorted(everything) == list(range(16))  # no CPU given twice
+    assert split_cpus([3], 0, 1) == (frozenset({3}), frozenset({3}))  # one CPU cannot be split
+    with pytest.raises(ValueError):
+        split_cpus([], 0, 1)
+
+
+def test_the_runs_triton_cache_survives_resume(tmp_path, monkeypatch):
+    import kernels.families
+
+    from search.evaluate.driver import create_run, open_run
+    from tests.search.toy_driver import install, toy_config
+
+    monkeypatch.setattr(kernels.families, "FAMILIES", kernels.families.FAMILIES)  # restored after the test
+    install()
+    config = toy_config(tmp_path, name="cached")
+    run = create_run(config)
+    env = evaluator_env(config.run_dir, interpret=False)
+    cache = Path(env["TRITON_CACHE_DIR"])
+    assert cache == run_cache_dir(config.run_dir) and cache.is_relative_to(config.run_dir.resolve())
+    cache.mkdir(parents=True)
+    (cache / "kernel.cubin").write_bytes(b"compiled")
+    run.close()
+    _, reopened = open_run(config.run_dir)
+    reopened.close()
+    assert evaluator_env(config.run_dir, interpret=True) == {**env, "TRITON_INTERPRET": "1"}
+    assert (cache / "kernel.cubin").read_bytes() == b"compiled"
+
+
+def test_a_worker_compiles_announced_candidates_ahead_under_the_interpreter(tmp_path, monkeypatch):
+    """The evaluator's side: prefetch starts the compile, evaluate waits for it, reports it,
+    and times on the timing CPUs; a candidate nobody announced is compiled by the JIT as before."""
+    from kernels.families import get_family
+    from kernels.harness.runner import ChildProcess
+    from kernels.suites import Case, get_suite
+    from population.models import State
+    from search.evaluate.worker import EvalRequest, Worker
+
+    pinned: list[frozenset[int]] = []
+    real_pin = ChildProcess.pin
+    monkeypatch.setattr(ChildProcess, "pin", lambda self, cpus: pinned.append(cpus) or real_pin(self, cpus))
+    cache = tmp_path / "cache"
+    compiler = FakeCompiler(delay=0.2)
+    sched = CompileAhead(cache, tmp_path / "ahead", start=compiler.start, read=compiler.read, target="t",
+                         poll_s=0.01)
+    calls: list[str] = []
+    real_pause, real_resume = sched.pause, sched.resume
+    monkeypatch.setattr(sched, "pause", lambda: calls.append("pause") or real_pause())
+    monkeypatch.setattr(sched, "resume", lambda: calls.append("resume") or real_resume())
+    timing = frozenset(sorted(os.sched_getaffinity(0))[:1])
+    worker = Worker(tmp_path / "work", {"TRITON_INTERPRET": "1", "TRITON_CACHE_DIR": str(cache)}, name="cpu0",
+                    ahead=sched, timing_cpus=timing)
+    family = get_family("householder_unblocked")
+    source = family.render(family.default_params())
+
+    def request(cid: str) -> EvalRequest:
+        return EvalRequest(candidate_id=cid, family=family.name, source=source, verify_suite="smoke",
+                           verify_cases=[c for c in get_suite("smoke") if c.n <= 2][:2], bench_suite="custom",
+                           bench_cases=[Case(batch=2, n=8, cond=1, seed=5, case="dense")], device="cpu",
+                           case_timeout_s=240, min_reps=2, max_reps=2, max_seconds_per_case=0.1, verify_processes=1,
+                           fast_gates=True)
+
+    try:
+        first, second = request("c0000001"), request("c0000002")
+        assert worker.prefetch(first) and not worker.prefetch(first)
+        out = worker.evaluate(first)
+        assert out.state is State.VERIFIED, out.reason
+        units = len(compiler.calls)  # one compile process per n
+        assert units == len({n for _, n in Worker.shapes(first)})
+        assert sorted(s for c in compiler.calls for s in c["shapes"]) == Worker.shapes(first)
+        assert all(c["cache_dir"] == cache for c in compiler.calls)
+        assert out.result.jit["ahead_done"] == 1.0
+        assert out.result.jit["ahead_kernels_compiled"] == len(Worker.shapes(first))
+        stages = out.result.stage_seconds
+        assert stages["compile_ahead"] >= 0.2 and stages["compile_wait"] >= 0  # the fake sleeps 0.2 s
+        assert pinned == [timing]  # the timing child, and only it, is pinned
+        assert calls == ["pause", "resume"]  # compiles stood still while it timed
+        unannounced = worker.evaluate(second)
+        assert unannounced.state is State.VERIFIED and unannounced.result.jit["ahead_done"] == 0.0
+        assert len(compiler.calls) == units
+    finally:
+        worker.close()
+
+
+def test_the_screen_sizes_compile_first_and_a_screened_childs_rest_is_cancelled(tmp_path):
+    compiler = FakeCompiler(delay=0.3)
+    sched = ahead(tmp_path, compiler, parallel=1)
+    try:
+        shapes = [(4, 32), (8, 64), (2, 128)]
+        sched.announce("c1", cand(tmp_path, "c1"), shapes, first={32})
+        got = sched.wait("c1", timeout=30, sizes={32})  # the screen's sizes only; the rest goes on
+        assert got.state == "done" and got.kernels_compiled == 1
+        assert compiler.calls[0]["shapes"] == [(4, 32)] and "c1" in sched.running() + sched.queued()
+        sched.cancel("c1")  # screened: its other sizes are never compiled to the end
+        assert sched.running() == [] and sched.queued() == []
+        assert sched.wait("c1", timeout=1).state == "unknown"
+        sched.announce("c2", cand(tmp_path, "c2"), shapes, first={64})
+        assert sched.wait("c2", timeout=30, sizes={64}).state == "done"
+        rest = sched.wait("c2", timeout=30)  # promising: wait for everything, then forget it
+        assert rest.state == "done" and rest.kernels_compiled == 3
+        c2 = [c["shapes"] for c in compiler.calls if c["candidate"].stem == "c2"]
+        assert c2 == [[(8, 64)], [(2, 128)], [(4, 32)]]  # the screen's n first, then largest first
+        assert sched.running() == [] and sched.queued() == []
+    finally:
+        sched.close()
+
+
+def _stopped(pid: int, want: bool = True) -> bool:
+    """Whether the process is stopped, once it got there (signals arrive asynchronously)."""
+    deadline = time.monotonic() + 10
+    while True:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+        if state == want or time.monotonic() > deadline:
+            return state
+        time.sleep(0.01)
+
+
+def test_compiles_pause_while_timing_and_none_starts_until_resumed(tmp_path):
+    compiler = FakeCompiler(delay=1.0)
+    sched = ahead(tmp_path, compiler, parallel=1)
+    try:
+        sched.announce("c1", cand(tmp_path, "c1"), [(2, 32)])
+        sched.announce("c2", cand(tmp_path, "c2"), [(2, 32)])
+        running = sched._jobs["c1"].units[0].proc
+        sched.pause()
+        assert _stopped(running.pid)
+        time.sleep(1.5)  # longer than the fake compile: stopped, it cannot have finished
+        assert running.poll() is None and len(compiler.calls) == 1  # and nothing new started
+        sched.resume()
+        assert not _stopped(running.pid, want=False)
+        assert sched.wait("c1", timeout=30).state == "done" and sched.wait("c2", timeout=30).state == "done"
+    finally:
+        sched.close()

@@ -1,0 +1,133 @@
+"""The evaluation cascade on CPU, as an evaluator actor runs it (no Ray)."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kernels.families import BASELINE_PATH
+from kernels.suites import get_suite
+from population.models import CaseStatus, State
+from search.evaluate.worker import EvalRequest, Worker
+
+CANDIDATES = Path(__file__).parents[2] / "kernels" / "candidates"
+
+
+@pytest.fixture(scope="module")
+def worker(tmp_path_factory):
+    w = Worker(tmp_path_factory.mktemp("work"), name="cpu0")
+    yield w
+    w.close()
+
+
+def request(source, **kw):
+    verify = list(get_suite("smoke"))[:9]
+    bench = list(get_suite("smoke-bench"))[:2]
+    base = dict(candidate_id="c0000001", family="f", source=source, verify_suite="smoke", verify_cases=verify,
+                bench_suite="smoke-bench", bench_cases=bench, device="cpu", case_timeout_s=20,
+                min_reps=3, max_reps=5, max_seconds_per_case=0.2)
+    base.update(kw)
+    return EvalRequest(**base)
+
+
+def test_verified_candidate_has_a_fitness_and_per_case_results(worker):
+    out = worker.evaluate(request(BASELINE_PATH.read_text(), profile=True))
+    assert out.state is State.VERIFIED and out.infra_error is None
+    r = out.result
+    assert r.geomean_ms and r.geomean_ms > 0
+    assert [c.status for c in r.cases] == [CaseStatus.OK, CaseStatus.OK]
+    assert all(c.median_ms > 0 and "factor" in c.residuals for c in r.cases)
+    assert r.profile and set(r.profile) == {c.case for c in r.cases}
+    assert r.versions["torch"] and out.busy_s > 0
+
+
+@pytest.mark.parametrize("name, state, needle", [
+    ("syntax_error", State.FAILED_COMPILE, "syntax error"),
+    ("raises", State.CRASHED, "kernel exploded"),
+    ("aborts", State.CRASHED, "SIGABRT"),
+    ("cached", State.FAILED_VERIFY, ""),
+    ("patches_checker", State.REJECTED, "patching a library"),
+    ("inplace_view", State.FAILED_VERIFY, "shares memory"),
+])
+def test_failures_become_states_with_reasons(worker, name, state, needle):
+    out = worker.evaluate(request((CANDIDATES / f"{name}.py").read_text()))
+    assert out.state is state, out.reason
+    assert needle in out.reason
+    assert out.result.geomean_ms is None and out.result.error
+    assert out.infra_error is None
+
+
+def test_hang_becomes_timeout(worker):
+    out = worker.evaluate(request((CANDIDATES / "sleeper.py").read_text(), case_timeout_s=3))
+    assert out.state is State.TIMEOUT and "timed out" in out.reason
+
+
+def test_stale_output_in_timing_fails_at_the_bench_stage(worker):
+    # At most two calls per verify-stage process (one case of each n): the cheat is still
+    # honest there.  The bench process gates nothing again, so its fourth call is a timed
+    # one that replays a stale output, and the fast re-check catches it.
+    out = worker.evaluate(request((CANDIDATES / "stale_when_timed.py").read_text(),
+                                  verify_cases=list(get_suite("smoke"))[:1],
+                                  bench_cases=list(get_suite("smoke-bench"))[:1], verify_processes=2))
+    assert out.state is State.FAILED_VERIFY
+    assert out.reason.startswith("bench ") and "timed call" in out.reason
+
+
+def test_bench_cases_are_gated_by_reference_calls_in_the_verify_stage(worker):
+    # Honest for three calls: three verify cases with one n share a process, so the bench
+    # case's gate call is the fourth there and fails before anything is timed.
+    *verify, gated = [c for c in get_suite("smoke") if c.n == 8][:4]
+    out = worker.evaluate(request((CANDIDATES / "stale_when_timed.py").read_text(), verify_cases=verify,
+                                  bench_cases=[gated], verify_processes=1))
+    assert out.state is State.FAILED_VERIFY
+    assert out.reason.startswith(f"verify {gated.name}")
+
+
+def test_spare_children_are_replaced_after_each_use(worker):
+    before = list(worker._spares)
+    worker.evaluate(request(BASELINE_PATH.read_text(), verify_processes=2))
+    after = worker._spares
+    processes = min(2, os.cpu_count() or 1)
+    assert len(after) == processes + 1  # the verify stage's children and the bench child
+    assert not set(map(id, after)) & set(map(id, before))
+    assert all(child.proc.poll() is None for child in after)
+
+
+def test_no_child_starts_while_a_candidate_is_timed(worker, monkeypatch):
+    import kernels.harness.runner as runner_module
+    import search.evaluate.worker as worker_module
+
+    started, stage = [], {"now": "idle"}
+    real_child, real_run = worker_module.ChildProcess, worker_module.run_candidate
+
+    def counting_child(*args, **kwargs):
+        started.append(stage["now"])
+        return real_child(*args, **kwargs)
+
+    def tracking_run(*args, **kwargs):
+        stage["now"] = kwargs.get("mode", "verify")
+        if stage["now"] == "bench":  # spares started earlier have finished starting
+            stage["spares_warm"] = all(child.warm for child in worker._spares)
+        try:
+            return real_run(*args, **kwargs)
+        finally:
+            stage["now"] = "idle"
+
+    monkeypatch.setattr(worker_module, "ChildProcess", counting_child)
+    monkeypatch.setattr(runner_module, "ChildProcess", counting_child)
+    monkeypatch.setattr(worker_module, "run_candidate", tracking_run)
+    out = worker.evaluate(request(BASELINE_PATH.read_text(), verify_processes=2))
+    assert out.state is State.VERIFIED
+    assert started and "bench" not in started
+    assert stage["spares_warm"] is True
+
+
+def test_stage_seconds_say_where_the_time_went(worker):
+    out = worker.evaluate(request(BASELINE_PATH.read_text(), profile=True))
+    stages = out.result.stage_seconds
+    assert {"verify", "bench", "rechecks", "profile", "startup", "settle"} <= set(stages)
+    assert set(stages) <= {"verify", "bench", "rechecks", "profile", "startup", "settle", "idle", "queued"}
+    assert 0 <= stages["startup"] < stages["verify"] + stages["bench"]
+    assert 0 < stages["rechecks"] < stages["bench"] and 0 < stages["profile"] < stages["bench"]
+    assert stages["verify"] + stages["bench"] <= out.result.eval_seconds + 1e-6
+    assert all(c.wall_s and c.wall_s > 0 for c in out.result.cases)
