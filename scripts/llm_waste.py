@@ -136,7 +136,7 @@ def main() -> int:
                 mutation={"llm": 1.0, "optuna": 0.5, "crossover": 0.0})
     base["budget"].update(max_evals=args.max_evals, max_minutes=args.minutes)
     if args.case_timeout is not None:
-        base["evaluation"]["case_timeout_s"] = args.case_timeout
+        base["evaluation"]["limits"]["case_timeout_s"] = args.case_timeout
     server = FakeLLM()
     server.script = TenKinds(FAMILIES[args.family].source(), args.slow_s)  # type: ignore[assignment]
     base["llm"].update(base_url=server.url, models=[{"name": "scripted", "usd_per_mtok_in": 1.0}], timeout_s=30,

@@ -8,12 +8,14 @@ and a bad file is reported with the field's path and the file's name.
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 from typing import Literal, Optional
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from kernels.harness.settings import RunLimits, TimingPolicy
 from population.config import FamilyConfig as PopulationFamilyConfig
 from population.config import MigrationConfig as PopulationMigration
 from population.config import PopulationConfig, SelectionConfig, SelectionKind, Topology
@@ -35,18 +37,27 @@ class FamilySpec(_Section):
     island_size: int = Field(8, ge=1, description="members an island keeps (champion and maturing ones are extra)")
 
 
+# Keys of ``evaluation:`` before the timing settings moved into the harness's models: old key ->
+# (section, field).  They still load (a FutureWarning says where they went; docs/config.md lists them).
+DEPRECATED_EVALUATION_KEYS: dict[str, tuple[str, str]] = {
+    "case_timeout_s": ("limits", "case_timeout_s"),
+    "startup_timeout_s": ("limits", "startup_timeout_s"),
+    "min_reps": ("timing", "min_reps"),
+    "max_reps": ("timing", "max_reps"),
+    "max_seconds_per_case": ("timing", "max_seconds"),
+    "target_rel_stderr": ("timing", "target_rel_stderr"),
+}
+
+
 class EvaluationConfig(_Section):
     """The cascade: a cheap verification gate, then timing on the benchmark suite."""
 
     verify_suite: str = Field("qrv2-quick", description="suite every candidate must pass before it is timed")
     bench_suite: str = Field("qrv2-bench", description="suite whose geometric-mean time is the fitness")
     device: Literal["auto", "cuda", "cpu"] = Field("auto", description="where candidates run")
-    case_timeout_s: float = Field(240.0, gt=0, description="limit per case (compile, verify, timing); a hang is killed")
-    startup_timeout_s: float = Field(180.0, gt=0, description="limit for starting the child and loading the candidate")
-    min_reps: int = Field(3, ge=1, description="timed calls per case at least")
-    max_reps: int = Field(50, ge=1, description="timed calls per case at most")
-    max_seconds_per_case: float = Field(1.0, gt=0, description="stop timing a case after this long (after min_reps)")
-    target_rel_stderr: float = Field(0.01, gt=0, description="stop timing once the standard error is this small")
+    timing: TimingPolicy = Field(TimingPolicy(), description="how each bench case is timed (the harness's "
+                                 "defaults: `qrsearch bench` times the same way)")
+    limits: RunLimits = Field(RunLimits(), description="how long a child may take; a hang is killed")
     profile: bool = Field(True, description="profile verified candidates (kernels, syncs) for the LLM prompt "
                           "(only while an LLM endpoint is configured: nothing else reads them)")
     verify_processes: int = Field(
@@ -70,6 +81,33 @@ class EvaluationConfig(_Section):
     compile_ahead: int = Field(
         2, ge=0, description="candidates queued per evaluator beyond the one it runs; their Triton kernels are "
         "compiled ahead (CUDA hidden, on CPUs the timing child does not use) into the run's cache; 0: off")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_timing_keys(cls, data: object) -> object:
+        """Deprecated: the flat keys of earlier configs (``case_timeout_s``, ``max_seconds_per_case``, ...),
+        moved onto ``timing`` and ``limits``.  A key given both ways is an error, not a silent choice."""
+        if not isinstance(data, dict) or not any(k in data for k in DEPRECATED_EVALUATION_KEYS):
+            return data
+        data = dict(data)
+        moved = []
+        for old, (section, field) in DEPRECATED_EVALUATION_KEYS.items():
+            if old not in data:
+                continue
+            sub = data.get(section, {})
+            if isinstance(sub, BaseModel):
+                sub = sub.model_dump(exclude_unset=True)  # only what was set explicitly can clash
+            if not isinstance(sub, dict):
+                return data  # the section's own validation reports it (and the old key as unknown)
+            if field in sub:
+                raise ValueError(f"{old} (deprecated) and {section}.{field} both given; keep {section}.{field}")
+            data[section] = {**sub, field: data.pop(old)}
+            moved.append(f"{old} -> {section}.{field}")
+        # FutureWarning, not DeprecationWarning: the reader is whoever wrote the YAML, and Python
+        # shows FutureWarning to end users by default.
+        warnings.warn("deprecated evaluation keys (they still work; see docs/config.md): " + ", ".join(moved),
+                      FutureWarning, stacklevel=2)
+        return data
 
     @field_validator("verify_suite", "bench_suite")
     @classmethod
@@ -315,6 +353,6 @@ def default_config(cuda: bool) -> RunConfig:
     return RunConfig(
         name="default-cpu",
         evaluation=EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu", profile=False,
-                                    max_seconds_per_case=0.3),
+                                    timing=TimingPolicy(max_seconds=0.3)),
         budget=BudgetConfig(max_evals=24, max_minutes=4),
     )

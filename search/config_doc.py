@@ -10,7 +10,7 @@ import typing
 
 from pydantic import BaseModel
 
-from search.config import RunConfig
+from search.config import DEPRECATED_EVALUATION_KEYS, RunConfig
 
 
 def _type_name(annotation: object) -> str:
@@ -47,6 +47,11 @@ def render() -> str:
              "A run config is YAML; every key is optional; unknown keys are errors that name the field and the file.",
              "Examples: `runs/smoke.yaml`, `runs/h200.yaml`, `runs/multi-gpu.yaml`.", ""]
     _section(RunConfig, "", lines)
+    lines += ["## Deprecated keys", "",
+              "Still accepted (with a warning) and moved to their new place; a key given both ways is an error.", "",
+              "| old key | use instead |", "|---|---|",
+              *(f"| `evaluation.{old}` | `evaluation.{section}.{field}` |"
+                for old, (section, field) in DEPRECATED_EVALUATION_KEYS.items()), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

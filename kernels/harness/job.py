@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+from pydantic import BaseModel, ConfigDict
 
-from kernels.harness.timing import TimingPolicy
+from kernels.harness.settings import TimingPolicy
 from kernels.suites import Case
 
 
 class Job(BaseModel):
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True)
 
     candidate: str
     cases: list[Case]
@@ -27,16 +26,7 @@ class Job(BaseModel):
     # (kernels.verify.householder_q64) instead of the reference householder_product: the
     # search's bench-case gates, where the reference costs ~1 s per 640x512 batch on CUDA.
     fast_gate_cases: frozenset[str] = frozenset()
-    policy: TimingPolicy = Field(default_factory=TimingPolicy)
+    policy: TimingPolicy = TimingPolicy()
     # Bench mode: a second file (torch.geqrf's) timed on the same cases right after the
     # candidate in this same process, so a re-check sees both under identical conditions.
     reference: str | None = None
-
-    @field_validator("policy", mode="before")
-    @classmethod
-    def _policy(cls, value: object) -> TimingPolicy:
-        return TimingPolicy(**value) if isinstance(value, dict) else value  # type: ignore[return-value]
-
-    @field_serializer("policy")
-    def _dump_policy(self, policy: TimingPolicy) -> dict:
-        return asdict(policy)

@@ -25,7 +25,7 @@ from typing import Callable, Iterable
 from kernels.harness.job import Job
 from kernels.harness.results import CaseResult, CaseStatus, SuiteReport
 from kernels.harness.screen import screen_source
-from kernels.harness.timing import TimingPolicy
+from kernels.harness.settings import RunLimits, TimingPolicy
 from kernels.suites import Case
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -47,12 +47,6 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra or {})
     return env
-
-
-@dataclass(frozen=True)
-class RunLimits:
-    case_timeout_s: float = 300.0  # one case: compile, verify and timing
-    startup_timeout_s: float = 180.0  # import torch, initialise the device, load the candidate
 
 
 class ChildProcess:

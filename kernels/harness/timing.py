@@ -13,6 +13,8 @@ Rules, each closing a way a benchmark can lie:
     in the same process and subtracted;
   * calls repeat until the standard error is under 1% of the mean or a time
     cap is reached; the median is reported with min, max and count.
+
+How many calls and for how long is a :class:`~kernels.harness.settings.TimingPolicy`.
 """
 
 from __future__ import annotations
@@ -20,28 +22,19 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
 from kernels.contract import generate_input
 from kernels.harness.results import TimingStats
+from kernels.harness.settings import TimingPolicy
 from kernels.suites import Case
 from kernels.verify import VerifyResult, verify_qr
 
 Kernel = Callable[[torch.Tensor], object]
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class TimingPolicy:
-    warmup_calls: int = 2
-    min_reps: int = 5
-    max_reps: int = 200
-    target_rel_stderr: float = 0.01
-    max_seconds: float = 4.0
 
 
 def timed_input_seed(case: Case, rep: int) -> int:

@@ -17,7 +17,8 @@ from kernels.candidate import CandidateError, check_syntax
 from kernels.families import BASELINE_PATH
 from kernels.floors import floors
 from kernels.harness.results import CaseResult, SuiteReport
-from kernels.harness.runner import RunLimits, run_candidate
+from kernels.harness.runner import run_candidate
+from kernels.harness.settings import RunLimits, TimingPolicy
 from kernels.suites import get_suite, suite_names
 from search.cli.checks import positive
 from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, speedup as fmt_speedup
@@ -72,6 +73,11 @@ def interpret_on_cpu(device: str) -> bool:
     return True
 
 
+# Both commands time and limit a candidate as the search does (kernels/harness/settings.py)
+# unless told otherwise: --timeout overrides the per-case limit only.
+DEFAULT_LIMITS = RunLimits()
+
+
 def _run(file: Path, suite: str, mode: str, timeout: float, keep_going: bool, profile: bool,
          device: str, label: str, only: Optional[str] = None) -> SuiteReport:
     interpret_on_cpu(device)
@@ -87,7 +93,8 @@ def _run(file: Path, suite: str, mode: str, timeout: float, keep_going: bool, pr
         task = progress.add_task(f"{label} ({suite})", total=len(cases))
         return run_candidate(
             file, cases, suite=suite, mode=mode, profile=profile, device=device, keep_going=keep_going,
-            limits=RunLimits(case_timeout_s=timeout), on_case=lambda i, r: progress.advance(task),
+            limits=RunLimits(case_timeout_s=timeout), policy=TimingPolicy(),
+            on_case=lambda i, r: progress.advance(task),
         )
 
 
@@ -152,7 +159,8 @@ def _write_json(path: Optional[Path], payload: dict) -> None:
 def verify_command(
     file: Path = typer.Argument(..., help="candidate file defining custom_kernel(A) -> (H, tau)"),
     suite: Optional[str] = typer.Option(None, help="suite name (default: qrv2-tests on a GPU, smoke on CPU)"),
-    timeout: float = typer.Option(300.0, callback=positive, help="seconds allowed per case (compile included)"),
+    timeout: float = typer.Option(DEFAULT_LIMITS.case_timeout_s, callback=positive,
+                                  help="seconds allowed per case (compile included)"),
     json_path: Optional[Path] = typer.Option(None, "--json", help="also write the report as JSON here"),
     keep_going: bool = typer.Option(False, "--keep-going", help="after a crash or hang, run the remaining cases"),
     device: str = typer.Option("auto", help="auto, cpu or cuda"),
@@ -174,7 +182,8 @@ def verify_command(
 def bench_command(
     files: list[Path] = typer.Argument(..., help="candidate file(s) defining custom_kernel(A) -> (H, tau)"),
     suite: Optional[str] = typer.Option(None, help="suite name (default: qrv2-bench on a GPU, smoke-bench on CPU)"),
-    timeout: float = typer.Option(300.0, callback=positive, help="seconds allowed per case (compile and timing included)"),
+    timeout: float = typer.Option(DEFAULT_LIMITS.case_timeout_s, callback=positive,
+                                  help="seconds allowed per case (compile and timing included)"),
     json_path: Optional[Path] = typer.Option(None, "--json", help="also write the report(s) as JSON here"),
     keep_going: bool = typer.Option(False, "--keep-going", help="after a crash or hang, run the remaining cases"),
     profile: bool = typer.Option(False, "--profile", help="add a torch.profiler summary per case"),

@@ -218,9 +218,7 @@ class SearchLoop:
         return EvalRequest(
             candidate_id=cid, family=cand.family, source=self.run.source(cand),
             verify_suite=ev.verify_suite, verify_cases=verify_cases, bench_suite=ev.bench_suite,
-            bench_cases=bench_cases, device=ev.device, case_timeout_s=ev.case_timeout_s,
-            startup_timeout_s=ev.startup_timeout_s, min_reps=ev.min_reps, max_reps=ev.max_reps,
-            max_seconds_per_case=ev.max_seconds_per_case, target_rel_stderr=ev.target_rel_stderr,
+            bench_cases=bench_cases, device=ev.device, timing=ev.timing, limits=ev.limits,
             # Profiles feed LLM prompts only: none for the reference, none while no LLM is configured.
             profile=ev.profile and self.llm is not None and cand.family != BASELINE_FAMILY,
             verify_processes=ev.verify_processes, fast_gates=ev.fast_gates, screen=screen,

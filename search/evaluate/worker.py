@@ -19,9 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kernels.candidate import materialize
 from kernels.harness.results import CaseResult, SuiteReport
-from kernels.harness.runner import (ChildProcess, RunLimits, child_env, run_candidate, run_candidate_parallel,
-                                    shape_groups)
-from kernels.harness.timing import TimingPolicy
+from kernels.harness.runner import ChildProcess, child_env, run_candidate, run_candidate_parallel, shape_groups
+from kernels.harness.settings import RunLimits, TimingPolicy
 from kernels.suites import Case
 from population.models import CaseOutcome, CaseStatus, EvalResult, State
 from search.engine.cascade import ScreenPlan, is_screened_out, screened_estimate
@@ -29,7 +28,8 @@ from search.evaluate.compile_ahead import AheadResult, CompileAhead
 
 
 class EvalRequest(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    # Unknown fields are errors: a misspelt or retired setting must not be dropped silently.
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     candidate_id: str
     family: str
@@ -39,12 +39,9 @@ class EvalRequest(BaseModel):
     bench_suite: str
     bench_cases: list[Case]
     device: Literal["auto", "cuda", "cpu"] = "auto"
-    case_timeout_s: float = 240.0
-    startup_timeout_s: float = 180.0
-    min_reps: int = 3
-    max_reps: int = 50
-    max_seconds_per_case: float = 1.0
-    target_rel_stderr: float = 0.01
+    # The run config's ``evaluation.timing`` and ``evaluation.limits``, handed to the harness as they are.
+    timing: TimingPolicy = TimingPolicy()
+    limits: RunLimits = RunLimits()
     profile: bool = False
     verify_processes: int = Field(1, ge=1)
     fast_gates: bool = False  # bench-case gate calls checked with the fast float64 Q
@@ -59,7 +56,7 @@ class EvalRequest(BaseModel):
         """Past this, the driver treats the evaluation as lost (the harness limits each case).
         Bench cases count twice: their gate calls in the verify stage, then their timing."""
         cases = len(self.verify_cases) + 2 * len(self.bench_cases)
-        return 2 * self.startup_timeout_s + cases * self.case_timeout_s + 60
+        return 2 * self.limits.startup_timeout_s + cases * self.limits.case_timeout_s + 60
 
 
 class EvalOutcome(BaseModel):
@@ -263,7 +260,8 @@ class Worker:
                       ahead: dict[str, float]) -> None:
         if self.ahead is None:
             return
-        done: AheadResult = self.ahead.wait(request.candidate_id, timeout=request.case_timeout_s, sizes=sizes)
+        done: AheadResult = self.ahead.wait(request.candidate_id, timeout=request.limits.case_timeout_s,
+                                              sizes=sizes)
         extra["compile_wait"] = extra.get("compile_wait", 0.0) + done.waited_s
         extra["compile_ahead"] = extra.get("compile_ahead", 0.0) + done.compile_s
         if done.state != "unknown":
@@ -277,9 +275,7 @@ class Worker:
     def _stage(self, request: EvalRequest, path: Path, verify_cases: list[Case], bench_cases: list[Case],
                extra: dict[str, float]) -> tuple[SuiteReport, SuiteReport | None]:
         """Gate ``verify_cases`` and ``bench_cases`` in parallel children, then time ``bench_cases``."""
-        limits = RunLimits(case_timeout_s=request.case_timeout_s, startup_timeout_s=request.startup_timeout_s)
-        policy = TimingPolicy(min_reps=request.min_reps, max_reps=request.max_reps,
-                              max_seconds=request.max_seconds_per_case, target_rel_stderr=request.target_rel_stderr)
+        limits, policy = request.limits, request.timing
         processes = max(1, min(request.verify_processes, os.cpu_count() or 1))
         if processes + 1 != self._target_spares:
             self._target_spares = processes + 1
@@ -305,7 +301,7 @@ class Worker:
             bench = None
             if verify.ok:
                 settling = time.monotonic()
-                self._settle(request.startup_timeout_s)
+                self._settle(request.limits.startup_timeout_s)
                 extra["settle"] = extra.get("settle", 0.0) + time.monotonic() - settling
                 paused = self.ahead is not None and request.pause_compiles
                 if paused:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import kernels.families
 from kernels.families import BASELINE_PATH
+from kernels.harness.settings import RunLimits, TimingPolicy
 from search.config import BudgetConfig, EvaluationConfig, LLMConfig, LLMModel, MaturationSettings, MutationMix
 from tests.search.fake_llm import FakeLLM
 from tests.search.fakes import ToyFamily
@@ -93,7 +94,8 @@ def build(runs_dir: Path, name: str = "inspect", evals: int = EVALS) -> Path:
             mutation=MutationMix(llm=1.0, optuna=1.0, crossover=0.6),
             maturation=MaturationSettings(tuning_budget=1, timeout_evals=4),
             evaluation=EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu",
-                                        case_timeout_s=20, min_reps=2, max_reps=3, max_seconds_per_case=0.05,
+                                        limits=RunLimits(case_timeout_s=20),
+                                        timing=TimingPolicy(min_reps=2, max_reps=3, max_seconds=0.05),
                                         # One candidate at a time and every child fully benched, so the
                                         # scripted run makes the lineage shapes the views are tested on.
                                         profile=False, screen_cases=0, compile_ahead=0),

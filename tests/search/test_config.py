@@ -60,3 +60,37 @@ def test_yaml_round_trip():
 
 def test_config_reference_is_current():
     assert (ROOT / "docs" / "config.md").read_text() == render(), "run: python -m search.config_doc > docs/config.md"
+
+
+def test_timing_and_limits_are_the_harness_models():
+    from kernels.harness.settings import RunLimits, TimingPolicy
+
+    evaluation = RunConfig().evaluation
+    assert evaluation.timing == TimingPolicy() and evaluation.limits == RunLimits()
+    config = RunConfig.from_yaml_text("evaluation: {timing: {max_seconds: 0.5, warmup_calls: 1}, "
+                                      "limits: {case_timeout_s: 60}}")
+    assert config.evaluation.timing == TimingPolicy(max_seconds=0.5, warmup_calls=1)
+    assert config.evaluation.limits == RunLimits(case_timeout_s=60)
+
+
+def test_flat_timing_keys_still_load_with_a_deprecation_note():
+    from kernels.harness.settings import RunLimits, TimingPolicy
+
+    text = ("evaluation: {case_timeout_s: 120, startup_timeout_s: 90, min_reps: 2, max_reps: 7, "
+            "max_seconds_per_case: 0.2, target_rel_stderr: 0.02}")
+    with pytest.warns(FutureWarning, match="max_seconds_per_case -> timing.max_seconds"):
+        config = RunConfig.from_yaml_text(text)
+    assert config.evaluation.limits == RunLimits(case_timeout_s=120, startup_timeout_s=90)
+    assert config.evaluation.timing == TimingPolicy(min_reps=2, max_reps=7, max_seconds=0.2, target_rel_stderr=0.02)
+    # A store's config.yaml written before the move resumes the same; a re-dump uses the new keys.
+    assert RunConfig.from_yaml_text(config.to_yaml()) == config and "case_timeout_s: 120" in config.to_yaml()
+    with pytest.warns(FutureWarning):
+        mixed = RunConfig.from_yaml_text("evaluation: {case_timeout_s: 30, limits: {startup_timeout_s: 20}}")
+    assert mixed.evaluation.limits == RunLimits(case_timeout_s=30, startup_timeout_s=20)
+
+
+def test_a_timing_key_given_both_ways_is_an_error():
+    with pytest.raises(ConfigError, match="max_seconds_per_case .deprecated. and timing.max_seconds both given"):
+        RunConfig.from_yaml_text("evaluation: {max_seconds_per_case: 1, timing: {max_seconds: 2}}")
+    with pytest.raises(ConfigError, match="evaluation.timing.max_sec: unknown field"):
+        RunConfig.from_yaml_text("evaluation: {timing: {max_sec: 2}}")

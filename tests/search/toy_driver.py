@@ -13,6 +13,7 @@ from pathlib import Path
 
 import kernels.families
 from kernels.families import BASELINE_PATH
+from kernels.harness.settings import RunLimits, TimingPolicy
 from kernels.params import ParamSpace
 from search.config import EvaluationConfig, FamilySpec, MutationMix, RayConfig, RunConfig
 from tests.search.fakes import TOY_SOURCE, ToyFamily
@@ -36,7 +37,8 @@ def toy_config(runs_dir: Path, name: str = "toy", **kw) -> RunConfig:
     base = dict(
         name=name, runs_dir=str(runs_dir), seed=5, families=[FamilySpec(name="toy", islands=1, island_size=4)],
         evaluation=EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu",
-                                    case_timeout_s=60, min_reps=2, max_reps=3, max_seconds_per_case=0.05,
+                                    limits=RunLimits(case_timeout_s=60),
+                                    timing=TimingPolicy(min_reps=2, max_reps=3, max_seconds=0.05),
                                     profile=False),
         mutation=MutationMix(llm=0.0, optuna=1.0, crossover=0.0),
         ray=RayConfig(cpu_evaluators=1, cpus_per_evaluator=1.0))

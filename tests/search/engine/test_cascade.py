@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kernels.families import BASELINE_PATH
+from kernels.harness.settings import RunLimits, TimingPolicy
 from kernels.params import structure_fingerprint
 from kernels.suites import get_suite
 from population.models import CaseOutcome, CaseStatus, EvalResult, Origin, State
@@ -103,8 +104,8 @@ def test_a_screened_child_is_told_to_optuna_and_never_crowned(tmp_path, families
 def _request(plan: ScreenPlan | None) -> EvalRequest:
     return EvalRequest(candidate_id="c0000002", family="f", source=BASELINE_PATH.read_text(), verify_suite="smoke",
                        verify_cases=[c for c in get_suite("smoke") if c.n in (1, 8)][:4], bench_suite="smoke-bench",
-                       bench_cases=list(get_suite("smoke-bench")), device="cpu", case_timeout_s=30, min_reps=2,
-                       max_reps=3, max_seconds_per_case=0.05, verify_processes=1, screen=plan)
+                       bench_cases=list(get_suite("smoke-bench")), device="cpu", limits=RunLimits(case_timeout_s=30),
+                       timing=TimingPolicy(min_reps=2, max_reps=3, max_seconds=0.05), verify_processes=1, screen=plan)
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from kernels.harness.settings import RunLimits, TimingPolicy
 from population.models import Origin, State
 from population.store import RunStore
 from search.config import BudgetConfig, EvaluationConfig, LLMConfig, LLMModel, MutationMix
@@ -48,7 +49,8 @@ def test_scripted_llm_answers_end_in_the_right_states(tmp_path, monkeypatch):
         tmp_path, budget=BudgetConfig(max_evals=14, max_minutes=8),
         mutation=MutationMix(llm=1.0, optuna=0.3, crossover=0.0),
         evaluation=EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu",
-                                    case_timeout_s=6, min_reps=2, max_reps=3, max_seconds_per_case=0.05,
+                                    limits=RunLimits(case_timeout_s=6),
+                                    timing=TimingPolicy(min_reps=2, max_reps=3, max_seconds=0.05),
                                     profile=False),
         llm=LLMConfig(base_url=server.url, models=[LLMModel(name="scripted", usd_per_mtok_in=1.0)], concurrency=1,
                       timeout_s=5, max_retries=0))
@@ -95,7 +97,8 @@ def test_scripted_llm_answers_end_in_the_right_states(tmp_path, monkeypatch):
 # --- issue 14: nothing wasted ------------------------------------------------------------------
 
 SMOKE_EVALUATION = EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu",
-                                    case_timeout_s=30, min_reps=2, max_reps=3, max_seconds_per_case=0.05,
+                                    limits=RunLimits(case_timeout_s=30),
+                                    timing=TimingPolicy(min_reps=2, max_reps=3, max_seconds=0.05),
                                     profile=False)
 PROSE = "The panel is latency bound; fusing the reflector into the trailing update would help."
 GPU_MODE = "import torch\n\nV = {i}\n\n\ndef custom_kernel(data):\n    return torch.geqrf(data)\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import kernels.families
+from kernels.harness.settings import RunLimits, TimingPolicy
 from kernels.families import BASELINE_PATH
 from kernels.params import ParamSpace, structure_fingerprint
 from population.models import Origin, State
@@ -14,7 +15,7 @@ from search.evaluate.driver import create_run
 from search.engine.llm import LLMError
 from search.engine.loop import SearchLoop
 from search.engine.tuning import Tuner
-from tests.search.fakes import TOY_SOURCE, FakeLLMPool, FakePool, ToyFamily
+from tests.search.fakes import TOY_SOURCE, FakeLLMPool, FakePool, ToyFamily, default_judge
 
 
 class NoSpace(ParamSpace):
@@ -217,3 +218,17 @@ def test_resume_after_an_abrupt_stop_continues_exactly(tmp_path, families):
     assert loop2.tuner.trials_used("toy", fp) > trials_before  # the same study, continued
     ids = [c.id for c in store.list_candidates()]
     assert len(ids) == len(set(ids))
+
+
+def test_requests_carry_the_configs_timing_and_limits_unchanged(tmp_path, families):
+    timing, limits = TimingPolicy(warmup_calls=1, min_reps=4, max_reps=9, max_seconds=0.25), RunLimits(case_timeout_s=33)
+    evaluation = EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu", timing=timing,
+                                  limits=limits)
+    seen = []
+
+    def judge(request):
+        seen.append(request)
+        return default_judge(request)
+
+    make_loop(config(tmp_path, evaluation=evaluation), families, pool=FakePool(judge=judge), max_evals=4).run_until_done()
+    assert seen and all(r.timing == timing and r.limits == limits for r in seen)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kernels.harness.settings import RunLimits, TimingPolicy
 from search.evaluate.compile_ahead import CompileAhead, evaluator_env, run_cache_dir, split_cpus
 from tests.search.fake_compiler import FakeCompiler
 
@@ -160,7 +161,8 @@ def test_a_worker_compiles_announced_candidates_ahead_under_the_interpreter(tmp_
         return EvalRequest(candidate_id=cid, family=family.name, source=source, verify_suite="smoke",
                            verify_cases=[c for c in get_suite("smoke") if c.n <= 2][:2], bench_suite="custom",
                            bench_cases=[Case(batch=2, n=8, cond=1, seed=5, case="dense")], device="cpu",
-                           case_timeout_s=240, min_reps=2, max_reps=2, max_seconds_per_case=0.1, verify_processes=1,
+                           limits=RunLimits(case_timeout_s=240),
+                           timing=TimingPolicy(min_reps=2, max_reps=2, max_seconds=0.1), verify_processes=1,
                            fast_gates=True)
 
     try:

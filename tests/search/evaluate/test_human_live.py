@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from kernels.harness.settings import RunLimits, TimingPolicy
 from population.events import EventKind, EventWriter, new_event, read_events, read_outcomes
 from population.models import Origin, State
 from population.store import RunStore
@@ -165,7 +166,8 @@ def test_commands_against_a_running_search(tmp_path, monkeypatch):
         families=[FamilySpec(name="toy", islands=1, island_size=6)],
         mutation=MutationMix(llm=1.0, optuna=1.0, crossover=0.0),
         evaluation=EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu",
-                                    case_timeout_s=20, min_reps=3, max_reps=5, max_seconds_per_case=0.1,
+                                    limits=RunLimits(case_timeout_s=20),
+                                    timing=TimingPolicy(min_reps=3, max_reps=5, max_seconds=0.1),
                                     profile=False),
         llm=LLMConfig(base_url=server.url, models=[LLMModel(name="scripted")], concurrency=1, timeout_s=10,
                       max_retries=0))

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from kernels.families import BASELINE_PATH
+from kernels.harness.settings import RunLimits, TimingPolicy
 from kernels.suites import get_suite
 from population.models import CaseStatus, State
 from search.evaluate.worker import EvalRequest, Worker
@@ -24,8 +25,8 @@ def request(source, **kw):
     verify = list(get_suite("smoke"))[:9]
     bench = list(get_suite("smoke-bench"))[:2]
     base = dict(candidate_id="c0000001", family="f", source=source, verify_suite="smoke", verify_cases=verify,
-                bench_suite="smoke-bench", bench_cases=bench, device="cpu", case_timeout_s=20,
-                min_reps=3, max_reps=5, max_seconds_per_case=0.2)
+                bench_suite="smoke-bench", bench_cases=bench, device="cpu", limits=RunLimits(case_timeout_s=20),
+                timing=TimingPolicy(min_reps=3, max_reps=5, max_seconds=0.2))
     base.update(kw)
     return EvalRequest(**base)
 
@@ -58,7 +59,7 @@ def test_failures_become_states_with_reasons(worker, name, state, needle):
 
 
 def test_hang_becomes_timeout(worker):
-    out = worker.evaluate(request((CANDIDATES / "sleeper.py").read_text(), case_timeout_s=3))
+    out = worker.evaluate(request((CANDIDATES / "sleeper.py").read_text(), limits=RunLimits(case_timeout_s=3)))
     assert out.state is State.TIMEOUT and "timed out" in out.reason
 
 

@@ -1,0 +1,38 @@
+"""How a candidate is timed and how long it may take: the one home of those defaults.
+
+``qrsearch bench``/``verify``, the harness's own defaults and the search (``evaluation.timing`` and
+``evaluation.limits`` in a run config, which embed these models unchanged) all read them from here,
+so a bench and a search time a kernel the same way unless told otherwise.  The defaults are the
+search's: every fitness a run store holds was measured with them, and a bench that is meant to
+reproduce one must measure the same way.
+
+Pure pydantic (no torch), so the run config and the read-only commands can import it cheaply.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class TimingPolicy(BaseModel):
+    """How each benchmark case is timed: warm-up calls, then timed calls until the mean is precise."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    warmup_calls: int = Field(2, ge=0, description="verified, untimed calls on fresh inputs before the timed ones")
+    min_reps: int = Field(3, ge=1, description="timed calls per case at least")
+    max_reps: int = Field(50, ge=1, description="timed calls per case at most")
+    target_rel_stderr: float = Field(0.01, gt=0, description="stop timing once the standard error of the mean is "
+                                     "this fraction of the mean (after min_reps)")
+    max_seconds: float = Field(1.0, gt=0, description="stop timing a case after this many seconds (after min_reps)")
+
+
+class RunLimits(BaseModel):
+    """Wall-clock limits the parent enforces on an evaluation child; a child past one is killed."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    case_timeout_s: float = Field(240.0, gt=0, description="limit per case (compile, verify, timing); a hang is "
+                                  "killed")
+    startup_timeout_s: float = Field(180.0, gt=0, description="limit for starting the child (import torch, "
+                                     "initialise the device) and loading the candidate")
