@@ -11,13 +11,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from population.errors import InvalidTransition
+# Re-exported: the case vocabulary and the geomean are defined once, where kernels can import them.
+from population.outcomes import CaseStatus, geomean  # noqa: F401
 
 
 class Frozen(BaseModel):
@@ -103,13 +105,6 @@ def id_sort_key(cid: str) -> tuple[int, str]:
     return (len(cid), cid)
 
 
-def geomean(values: Iterable[float]) -> float:
-    vals = list(values)
-    if not vals or any(not (v > 0 and math.isfinite(v)) for v in vals):
-        raise ValueError("geomean needs a non-empty sequence of positive finite numbers")
-    return math.exp(math.fsum(math.log(v) for v in vals) / len(vals))
-
-
 class Candidate(Frozen):
     id: CandidateId
     family: FamilyName
@@ -181,14 +176,6 @@ class NewCandidate(Frozen):
                          origin=self.origin, source_sha256=source_hash(self.source), params=self.params,
                          fingerprint=self.fingerprint, generation=self.generation,
                          created_at=now, updated_at=now)
-
-
-class CaseStatus(StrEnum):
-    OK = "ok"
-    FAILED_VERIFY = "failed_verify"
-    ERROR = "error"
-    TIMEOUT = "timeout"
-    SKIPPED = "skipped"
 
 
 class _Measured(Frozen):

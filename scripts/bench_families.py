@@ -37,6 +37,7 @@ from kernels.floors import floors  # noqa: E402
 from kernels.params import read_params, render_params  # noqa: E402
 from kernels.suites import Case, get_suite  # noqa: E402
 from kernels.verify import verify_qr  # noqa: E402
+from population.outcomes import CaseStatus  # noqa: E402
 
 BENCH = {f"{c.batch}x{c.n}": c for c in get_suite("qrv2-bench") if c.case == "dense"}
 TESTS = {c.name: c for c in get_suite("qrv2-tests")}
@@ -345,7 +346,7 @@ def table(bench_json: Path) -> None:
         print("|" + "---|" * 11)
         cases = []
         for i, c in enumerate(composite["cases"]):
-            best = min((r["cases"][i] for r in reports if r["cases"][i]["status"] == "passed"),
+            best = min((r["cases"][i] for r in reports if CaseStatus(r["cases"][i]["status"]).ok),
                        key=lambda x: x["timing"]["median_ms"])
             owner = next(r for r in reports if r["cases"][i] is best)
             cases.append({**c, "candidate": owner["candidate"]})

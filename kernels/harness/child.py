@@ -33,6 +33,7 @@ from kernels.suites import Case
 from kernels import verify as verify_module
 from kernels.verify import VerifyResult
 from kernels import contract as contract_module
+from population.outcomes import CaseStatus
 
 
 # torch.profiler's post-processing grows with the events recorded: torch.geqrf looping
@@ -152,17 +153,19 @@ def run_case(kernel: Callable, case: Case, job: Job, device: torch.device, clock
     except BaseException as exc:  # noqa: BLE001 - candidates can raise anything, SystemExit too
         if isinstance(exc, torch.cuda.OutOfMemoryError):
             torch.cuda.empty_cache()
-            return CaseResult(case=case, status="error", error=f"out of memory: {_describe(exc, candidate)}"), False
+            return CaseResult(case=case, status=CaseStatus.ERROR,
+                              error=f"out of memory: {_describe(exc, candidate)}"), False
         poisoned = _cuda_poisoned(exc)
-        status = "failed_compile" if _is_compile_error(exc) else "error"
+        status = CaseStatus.FAILED_COMPILE if _is_compile_error(exc) else CaseStatus.ERROR
         message = _describe(exc, candidate)
         if poisoned:
             message += " (CUDA context unusable; evaluation process ended)"
         return CaseResult(case=case, status=status, error=message), poisoned
     changed = _tampered(trusted)
     if changed:
-        return CaseResult(case=case, status="error", error=f"rejected: candidate altered {', '.join(changed)}"), True
-    status = "passed" if verdict.ok else "failed_verify"
+        return CaseResult(case=case, status=CaseStatus.ERROR,
+                          error=f"rejected: candidate altered {', '.join(changed)}"), True
+    status = CaseStatus.OK if verdict.ok else CaseStatus.FAILED_VERIFY
     return CaseResult(case=case, status=status, verify=verdict, timing=stats, profile=profile,
                       wall_s=time.perf_counter() - began, profile_s=profile_s), False
 
@@ -185,7 +188,7 @@ def _load_reference(job: Job, reporter: Reporter) -> tuple[Callable, Path] | Non
     try:
         return load_candidate(path), path
     except CandidateError as exc:
-        reporter.send("fatal", status="error", error=f"the reference {path.name} does not load: {exc}")
+        reporter.send("fatal", status=CaseStatus.ERROR, error=f"the reference {path.name} does not load: {exc}")
         os._exit(0)
 
 
@@ -238,11 +241,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         kernel = load_candidate(candidate)
     except CandidateError as exc:
-        reporter.send("fatal", status="failed_compile", error=str(exc))
+        reporter.send("fatal", status=CaseStatus.FAILED_COMPILE, error=str(exc))
         return 0
     changed = _tampered(trusted)
     if changed:
-        reporter.send("fatal", status="error", error=f"rejected: candidate altered {', '.join(changed)} on import")
+        reporter.send("fatal", status=CaseStatus.ERROR,
+                      error=f"rejected: candidate altered {', '.join(changed)} on import")
         return 0
     clock = DeviceClock(device) if job.mode == "bench" else DeviceClock(torch.device("cpu"))
     reference = _load_reference(job, reporter)

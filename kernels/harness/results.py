@@ -1,4 +1,9 @@
-"""What an evaluation produces: plain, JSON-round-trippable records."""
+"""What an evaluation produces: plain, JSON-round-trippable records.
+
+A case's status is :class:`population.outcomes.CaseStatus`, the vocabulary the run store keeps too, and
+the geomean is :func:`population.outcomes.geomean`: one copy of each (see that module for why it lives
+in ``population``).
+"""
 
 from __future__ import annotations
 
@@ -9,10 +14,8 @@ from pydantic import BaseModel, ConfigDict
 
 from kernels.suites import Case
 from kernels.verify import VerifyResult
+from population.outcomes import CaseStatus, geomean
 
-CaseStatus = Literal[
-    "passed", "failed_verify", "failed_compile", "rejected", "error", "crashed", "timeout", "not_run"
-]
 
 
 class TimingStats(BaseModel):
@@ -74,7 +77,7 @@ class CaseResult(BaseModel):
 
     @property
     def ok(self) -> bool:
-        return self.status == "passed"
+        return self.status is CaseStatus.OK
 
     @property
     def speedup(self) -> float | None:
@@ -87,12 +90,6 @@ class CaseResult(BaseModel):
         if self.error:
             return self.error
         return self.verify.message if self.verify else ""
-
-
-def geomean(values: list[float]) -> float | None:
-    if not values or any(v <= 0 or not math.isfinite(v) for v in values):
-        return None
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 class SuiteReport(BaseModel):
@@ -146,7 +143,7 @@ class SuiteReport(BaseModel):
         counts: dict[str, int] = {}
         for c in self.cases:
             if not c.ok:
-                counts[c.status] = counts.get(c.status, 0) + 1
+                counts[c.status.value] = counts.get(c.status.value, 0) + 1
         return counts
 
     def to_json(self) -> dict[str, Any]:

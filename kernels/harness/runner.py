@@ -3,7 +3,7 @@ and a report whatever happens in the child.
 
 A crash (segfault, abort, CUDA error), a hang (killed at the limit) or an
 exception in the candidate becomes that case's failed result; the caller never
-goes down with it.  Cases after a crash or hang are reported as ``not_run``
+goes down with it.  Cases after a crash or hang are reported as ``skipped``
 unless ``keep_going`` asks for a fresh child to run them.
 """
 
@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from kernels.harness.job import Job
-from kernels.harness.results import CaseResult, CaseStatus, SuiteReport
+from kernels.harness.results import CaseResult, SuiteReport
 from kernels.harness.screen import screen_source
 from kernels.harness.settings import RunLimits, TimingPolicy
 from kernels.suites import Case
+from population.outcomes import CaseStatus
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -185,7 +186,7 @@ def _run_attempt(child: ChildProcess, job: Job, indices: list[int], limits: RunL
                 limit = limits.case_timeout_s if current is not None else limits.startup_timeout_s
                 index = indices[current] if current is not None else indices[0]
                 attempt.results[index] = CaseResult(
-                    case=job.cases[current or 0], status="timeout",
+                    case=job.cases[current or 0], status=CaseStatus.TIMEOUT,
                     error=f"timed out after {limit:g} s while {phase}; process killed")
                 attempt.stopped = True
                 return attempt
@@ -197,11 +198,11 @@ def _run_attempt(child: ChildProcess, job: Job, indices: list[int], limits: RunL
                 if current is not None:
                     index = indices[current]
                     attempt.results[index] = CaseResult(
-                        case=job.cases[current], status="crashed",
+                        case=job.cases[current], status=CaseStatus.CRASHED,
                         error=f"evaluation process {description}{_tail_line(child.output_tail())}")
                 elif not attempt.results:
                     attempt.results[indices[0]] = CaseResult(
-                        case=job.cases[0], status="crashed",
+                        case=job.cases[0], status=CaseStatus.CRASHED,
                         error=f"evaluation process {description} while {phase}{_tail_line(child.output_tail())}")
                 attempt.stopped = len(attempt.results) < len(indices)
                 return attempt
@@ -213,7 +214,7 @@ def _run_attempt(child: ChildProcess, job: Job, indices: list[int], limits: RunL
                 attempt.versions = message["versions"]
                 phase = "loading the candidate"
             elif kind == "fatal":
-                status: CaseStatus = message.get("status", "error")
+                status = CaseStatus(message.get("status", CaseStatus.ERROR))
                 for local, index in enumerate(indices):
                     attempt.results[index] = CaseResult(case=job.cases[local], status=status, error=message["error"])
                 return attempt
@@ -275,7 +276,7 @@ def run_candidate(
     problems = screen_source(path.read_text(encoding="utf-8", errors="replace")) if path.is_file() else []
     if problems:
         reason = "rejected by the source screen: " + "; ".join(problems[:5])
-        results = {i: CaseResult(case=c, status="rejected", error=reason) for i, c in enumerate(cases)}
+        results = {i: CaseResult(case=c, status=CaseStatus.REJECTED, error=reason) for i, c in enumerate(cases)}
     remaining = [i for i in range(len(cases)) if i not in results]
     while remaining:
         job = Job(candidate=str(path), cases=[cases[i] for i in remaining], mode=mode, profile=profile,
@@ -294,7 +295,7 @@ def run_candidate(
         remaining = [i for i in remaining if i not in results]
     for i, case in enumerate(cases):
         if i not in results:
-            results[i] = CaseResult(case=case, status="not_run",
+            results[i] = CaseResult(case=case, status=CaseStatus.SKIPPED,
                                     error="not run: an earlier case crashed, hung or failed")
     return SuiteReport(
         candidate=str(candidate), suite=suite, mode="bench" if mode == "bench" else "verify",

@@ -20,6 +20,7 @@ from kernels.harness.results import CaseResult, SuiteReport
 from kernels.harness.runner import run_candidate
 from kernels.harness.settings import RunLimits, TimingPolicy
 from kernels.suites import get_suite, suite_names
+from population.outcomes import CaseStatus
 from search.cli.checks import positive
 from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, speedup as fmt_speedup
 
@@ -27,7 +28,7 @@ from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, speedup as fmt_spee
 console = Console(width=None if sys.stdout.isatty() else 170)
 err_console = Console(stderr=True, soft_wrap=True)
 
-_STATUS_STYLE = {"passed": "green", "not_run": "dim"}
+_STATUS_STYLE = {CaseStatus.OK: "green", CaseStatus.SKIPPED: "dim"}
 
 
 def _fmt(x: float | None, spec: str = ".3g") -> str:
@@ -102,14 +103,14 @@ def _load_failure(report: SuiteReport) -> str | None:
     """One line for a file that never got to run (it did not load, or the screen rejected it)."""
     statuses = {c.status for c in report.cases}
     errors = {c.error for c in report.cases}
-    if len(errors) == 1 and statuses <= {"failed_compile", "rejected"}:
+    if len(errors) == 1 and statuses <= {CaseStatus.FAILED_COMPILE, CaseStatus.REJECTED}:
         return errors.pop()
     return None
 
 
 def _status(result: CaseResult) -> str:
     style = _STATUS_STYLE.get(result.status, "red")
-    return f"[{style}]{result.status}[/]"
+    return f"[{style}]{result.status.value}[/]"
 
 
 def _header(report: SuiteReport) -> str:

@@ -16,7 +16,6 @@ benched in full.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from typing import Mapping, Sequence
 
@@ -24,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from kernels.suites import Case
 from population.models import Candidate, EvalResult
+from population.outcomes import CaseStatus, geomean
 from population.run import Run
 
 
@@ -49,12 +49,6 @@ def screen_cases(domain: Sequence[Case], size: int) -> list[Case]:
     return [] if len(picked) >= len(domain) else picked
 
 
-def _geomean(values: Sequence[float | None]) -> float | None:
-    if not values or any(v is None or not v > 0 for v in values):
-        return None
-    return math.exp(sum(math.log(v) for v in values) / len(values))  # type: ignore[arg-type]
-
-
 def plan_screen(domain: Sequence[Case], size: int, margin: float, best: EvalResult | None,
                 best_fitness_ms: float | None) -> ScreenPlan | None:
     """The screen for a child whose structure's best is ``best`` (None: no screen)."""
@@ -63,8 +57,8 @@ def plan_screen(domain: Sequence[Case], size: int, margin: float, best: EvalResu
     cases = screen_cases(domain, size)
     if not cases:
         return None
-    times: Mapping[str, float | None] = {o.case: o.median_ms for o in best.cases if o.status.value == "ok"}
-    bar = _geomean([times.get(c.name) for c in cases])
+    times: Mapping[str, float | None] = {o.case: o.median_ms for o in best.cases if o.status is CaseStatus.OK}
+    bar = geomean([times.get(c.name) for c in cases])
     if bar is None:
         return None  # the best was timed on other cases (a different suite or domain)
     return ScreenPlan(cases=[c.name for c in cases], bar_ms=bar, best_ms=best_fitness_ms, margin=margin)

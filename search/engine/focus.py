@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from population.models import EvalResult, State, geomean
+from population.models import EvalResult, State
+from population.outcomes import geomean
 from population.run import Run
 from population.store import RunStore
 from search.config import FocusConfig

@@ -22,7 +22,8 @@ from kernels.harness.results import CaseResult, SuiteReport
 from kernels.harness.runner import ChildProcess, child_env, run_candidate, run_candidate_parallel, shape_groups
 from kernels.harness.settings import RunLimits, TimingPolicy
 from kernels.suites import Case
-from population.models import CaseOutcome, CaseStatus, EvalResult, State
+from population.models import CaseOutcome, EvalResult, State
+from population.outcomes import CaseStatus
 from search.engine.cascade import ScreenPlan, is_screened_out, screened_estimate
 from search.evaluate.compile_ahead import AheadResult, CompileAhead
 
@@ -71,19 +72,19 @@ class EvalOutcome(BaseModel):
     busy_s: float = Field(0.0, ge=0)
 
 
-_CASE_STATUS: dict[str, CaseStatus] = {
-    "passed": CaseStatus.OK, "failed_verify": CaseStatus.FAILED_VERIFY, "timeout": CaseStatus.TIMEOUT,
-    "not_run": CaseStatus.SKIPPED,
+# The candidate's state after its first failed case (a case status is a verdict on one case; the
+# state is the candidate's lifecycle, so the two stay apart).
+_FAILED_STATE: dict[CaseStatus, State] = {
+    CaseStatus.FAILED_COMPILE: State.FAILED_COMPILE, CaseStatus.FAILED_VERIFY: State.FAILED_VERIFY,
+    CaseStatus.TIMEOUT: State.TIMEOUT, CaseStatus.REJECTED: State.REJECTED,
 }
 
 
 def _state_of(case: CaseResult) -> State:
-    if case.status == "rejected" or (case.status == "error" and (case.error or "").startswith("rejected")):
+    # The child reports a candidate that patched the checker as an error whose message says so.
+    if case.status is CaseStatus.ERROR and (case.error or "").startswith("rejected"):
         return State.REJECTED
-    return {
-        "failed_compile": State.FAILED_COMPILE, "failed_verify": State.FAILED_VERIFY, "timeout": State.TIMEOUT,
-        "crashed": State.CRASHED, "error": State.CRASHED,
-    }.get(case.status, State.CRASHED)
+    return _FAILED_STATE.get(case.status, State.CRASHED)
 
 
 def _outcome(case: CaseResult) -> CaseOutcome:
@@ -92,7 +93,7 @@ def _outcome(case: CaseResult) -> CaseOutcome:
     if v is not None:
         residuals = {k: x for k, x in (("factor", v.factor_scaled), ("orth", v.orth_scaled),
                                        ("leak", v.leakage_scaled), ("recon", v.recon_scaled)) if x is not None}
-    return CaseOutcome(case=case.case.name, status=_CASE_STATUS.get(case.status, CaseStatus.ERROR),
+    return CaseOutcome(case=case.case.name, status=case.status,
                        median_ms=t and t.median_ms, min_ms=t and t.min_ms, max_ms=t and t.max_ms,
                        count=t and t.count, baseline_ms=case.baseline_ms,
                        residuals=residuals, message=("" if case.ok else case.message)[:2000], wall_s=case.wall_s)

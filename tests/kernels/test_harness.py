@@ -50,14 +50,14 @@ def test_hang_is_killed_at_the_limit_and_reported():
     report = run("sleeper", limits=RunLimits(case_timeout_s=3, startup_timeout_s=120))
     assert time.monotonic() - began < 60
     assert report.cases[0].status == "timeout" and "killed" in report.cases[0].message
-    assert [c.status for c in report.cases[1:]] == ["not_run", "not_run"]
+    assert [c.status for c in report.cases[1:]] == ["skipped", "skipped"]
 
 
 def test_abort_is_reported_as_a_crash():
     report = run("aborts")
     assert report.cases[0].status == "crashed"
     assert "SIGABRT" in report.cases[0].message
-    assert {c.status for c in report.cases[1:]} == {"not_run"}
+    assert {c.status for c in report.cases[1:]} == {"skipped"}
 
 
 def test_keep_going_runs_the_remaining_cases_in_a_fresh_process():
@@ -74,7 +74,7 @@ def test_exception_is_an_error_result_and_later_cases_still_run():
 
 def test_fail_fast_stops_after_the_first_failure():
     report = run("raises", fail_fast=True)
-    assert [c.status for c in report.cases] == ["error", "not_run", "not_run"]
+    assert [c.status for c in report.cases] == ["error", "skipped", "skipped"]
 
 
 @pytest.mark.parametrize("name, needle", [

@@ -111,5 +111,6 @@ def test_result_rejects_a_nonpositive_geomean() -> None:
 
 def test_geomean() -> None:
     assert geomean([1.0, 4.0]) == pytest.approx(2.0)
-    with pytest.raises(ValueError):
-        geomean([1.0, 0.0])
+    # The one geomean (population/outcomes.py) answers None, not ValueError, for what has no mean:
+    # the harness and the cascade ask it about failed cases, where None is the answer they need.
+    assert geomean([1.0, 0.0]) is None

@@ -25,7 +25,7 @@ def test_verify_baseline_on_smoke_exits_zero_and_writes_json(tmp_path):
     assert "45/45 cases passed" in proc.stdout
     data = json.loads(out.read_text())
     assert data["ok"] is True and len(data["cases"]) == 45
-    assert all(c["status"] == "passed" for c in data["cases"])
+    assert all(c["status"] == "ok" for c in data["cases"])
 
 
 def test_bench_on_cpu_reports_speedup_and_cpu_timing(tmp_path):
@@ -64,7 +64,7 @@ def test_malformed_file_gets_one_line_not_a_traceback(name, needle):
 def test_crash_reports_case_and_not_run_rest():
     proc = qrsearch("verify", CANDIDATES / "aborts.py", "--suite", "smoke-bench")
     assert proc.returncode == 1
-    assert "crashed" in proc.stdout and "SIGABRT" in proc.stdout and "not_run" in proc.stdout
+    assert "crashed" in proc.stdout and "SIGABRT" in proc.stdout and "skipped" in proc.stdout
 
 
 @pytest.mark.parametrize("args", [

@@ -221,7 +221,8 @@ def test_resume_after_an_abrupt_stop_continues_exactly(tmp_path, families):
 
 
 def test_requests_carry_the_configs_timing_and_limits_unchanged(tmp_path, families):
-    timing, limits = TimingPolicy(warmup_calls=1, min_reps=4, max_reps=9, max_seconds=0.25), RunLimits(case_timeout_s=33)
+    timing = TimingPolicy(warmup_calls=1, min_reps=4, max_reps=9, max_seconds=0.25)
+    limits = RunLimits(case_timeout_s=33)
     evaluation = EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu", timing=timing,
                                   limits=limits)
     seen = []
@@ -230,5 +231,6 @@ def test_requests_carry_the_configs_timing_and_limits_unchanged(tmp_path, famili
         seen.append(request)
         return default_judge(request)
 
-    make_loop(config(tmp_path, evaluation=evaluation), families, pool=FakePool(judge=judge), max_evals=4).run_until_done()
+    loop = make_loop(config(tmp_path, evaluation=evaluation), families, pool=FakePool(judge=judge), max_evals=4)
+    loop.run_until_done()
     assert seen and all(r.timing == timing and r.limits == limits for r in seen)
