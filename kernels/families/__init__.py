@@ -30,8 +30,9 @@ BASELINE_PATH = FAMILIES_DIR / "torch_geqrf.py"
 
 
 @dataclass(frozen=True)
-class Family:
-    """One registered family.
+class RegisteredFamily:
+    """One registered family: its file and typed space (``population.family.Family`` is something
+    else, a family's islands and champion in a search; class names are unique across the packages).
 
     ``n_range`` is a hint of the sizes where the family is meant to win
     (inclusive); the file itself is correct for every n.
@@ -69,7 +70,7 @@ class Family:
 
 
 _FAMILY_LIST = (
-    Family(
+    RegisteredFamily(
         name="torch_geqrf",
         filename="torch_geqrf.py",
         space=EmptySpace,
@@ -81,7 +82,7 @@ _FAMILY_LIST = (
         n_range=(1, 1 << 30),
         baseline=True,
     ),
-    Family(
+    RegisteredFamily(
         name="householder_unblocked",
         filename="householder_unblocked.py",
         space=HouseholderUnblockedSpace,
@@ -99,7 +100,7 @@ _FAMILY_LIST = (
         ),
         n_range=(1, 128),
     ),
-    Family(
+    RegisteredFamily(
         name="blocked_wy",
         filename="blocked_wy.py",
         space=BlockedWYSpace,
@@ -119,7 +120,7 @@ _FAMILY_LIST = (
         ),
         n_range=(128, 512),
     ),
-    Family(
+    RegisteredFamily(
         name="lookahead_split",
         filename="lookahead_split.py",
         space=LookaheadSplitSpace,
@@ -142,10 +143,10 @@ _FAMILY_LIST = (
     ),
 )
 
-FAMILIES: dict[str, Family] = {f.name: f for f in _FAMILY_LIST}
+FAMILIES: dict[str, RegisteredFamily] = {f.name: f for f in _FAMILY_LIST}
 
 
-def get_family(name: str) -> Family:
+def get_family(name: str) -> RegisteredFamily:
     try:
         return FAMILIES[name]
     except KeyError:

@@ -58,8 +58,9 @@ SYSTEM = ("You are an expert GPU kernel engineer. You improve batched FP32 House
 
 
 @dataclass(frozen=True)
-class Attempt:
-    """One earlier try in the lineage, newest first."""
+class PromptAttempt:
+    """One earlier try in the lineage, newest first, as the prompt shows it (not
+    ``population.store.Attempt``, the stored record it is made from)."""
 
     candidate_id: str
     origin: str
@@ -95,7 +96,7 @@ class PromptContext:
     space: Mapping[str, str]
     parent: ParentView
     suite: Sequence[Case]
-    attempts: Sequence[Attempt] = ()
+    attempts: Sequence[PromptAttempt] = ()
     inspirations: Sequence[Inspiration] = ()
     second_parent: ParentView | None = None  # a code merge (crossover)
     max_inspiration_chars: int = 6000

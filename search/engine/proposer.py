@@ -22,12 +22,12 @@ from search.config import LLMModel, RunConfig
 from search.engine.edits import SEARCH_MISMATCH, EditError
 from search.engine.llm import LLMPool, LLMReply
 from search.engine.llm_child import RESTORED, child_file
-from search.engine.prompt import Attempt, Inspiration, ParentView, PromptContext, build_messages
+from search.engine.prompt import Inspiration, ParentView, PromptAttempt, PromptContext, build_messages
 from search.speedup import BASELINE_FAMILY, with_speedups
 from search.engine.tuning import Proposal, Tuner, TunerExhausted
 
 class KernelFamily(Protocol):
-    """What the search needs of a registered family (kernels.families.Family)."""
+    """What the search needs of a registered family (kernels.families.RegisteredFamily)."""
 
     name: str
     description: str
@@ -194,15 +194,15 @@ class Proposer:
                           speedup=result.speedup if result else None,
                           profile=result.profile if result else None)
 
-    def _attempts(self, family: str) -> list[Attempt]:
+    def _attempts(self, family: str) -> list[PromptAttempt]:
         out = []
         baseline = self.baseline_result()
         for a in self.run.store.recent_attempts(family, limit=self.config.llm.recent_attempts):
             c = a.candidate
             speed = with_speedups(a.result, baseline).speedup if a.result is not None else None
             note = self.run.store.get_json(NOTE_KEY.format(cid=c.id), "") or ""
-            out.append(Attempt(candidate_id=c.id, origin=c.origin.value, state=c.state.value, reason=c.reason,
-                               speedup=speed, note=str(note)[:300]))
+            out.append(PromptAttempt(candidate_id=c.id, origin=c.origin.value, state=c.state.value,
+                                     reason=c.reason, speedup=speed, note=str(note)[:300]))
         return out
 
     def _inspirations(self, family: str) -> list[Inspiration]:

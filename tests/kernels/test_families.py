@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from kernels.candidate import load_candidate, materialize
 from kernels.contract import generate_input
-from kernels.families import BASELINE_PATH, FAMILIES, FAMILIES_DIR, Family, get_family
+from kernels.families import BASELINE_PATH, FAMILIES, FAMILIES_DIR, RegisteredFamily, get_family
 from kernels.harness.screen import screen_source
 from kernels.params import ParamSpace, read_params, render_params, structure_fingerprint
 from kernels.suites import get_suite
@@ -83,7 +83,7 @@ def test_get_family_names_the_registered_ones():
 @pytest.mark.parametrize("name", ALL)
 def test_record_is_frozen_and_described(name):
     fam = get_family(name)
-    assert isinstance(fam, Family)
+    assert isinstance(fam, RegisteredFamily)
     with pytest.raises(AttributeError):
         fam.name = "other"  # type: ignore[misc]
     assert len(fam.description) > 100 and "\n" not in fam.description

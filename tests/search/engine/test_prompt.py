@@ -1,5 +1,5 @@
 from kernels.suites import get_suite
-from search.engine.prompt import Attempt, Inspiration, ParentView, PromptContext, build_messages, results_table
+from search.engine.prompt import Inspiration, ParentView, PromptAttempt, PromptContext, build_messages, results_table
 
 SUITE = list(get_suite("qrv2-bench"))
 
@@ -19,7 +19,8 @@ def test_prompt_carries_everything_the_issue_names():
     ctx = PromptContext(
         family="blocked_wy", description="Blocked compact-WY Householder.", space={"block": "Choice(16, 32)"},
         parent=parent(), suite=SUITE,
-        attempts=[Attempt("c0000040", "llm", "failed_verify", "R - QᵀA too large in matrix 3", note="tf32 update")],
+        attempts=[PromptAttempt("c0000040", "llm", "failed_verify", "R - QᵀA too large in matrix 3",
+                                note="tf32 update")],
         inspirations=[Inspiration("lookahead_split", "c0000007", 30.0, "def custom_kernel(A):\n    pass\n" * 2000)])
     system, user = build_messages(ctx)
     text = user["content"]
