@@ -25,7 +25,7 @@ from typing import Callable
 
 import torch
 
-from kernels.contract import generate_input
+from kernels.inputs import generate_input
 from kernels.harness.results import TimingStats
 from kernels.suites import Case
 from kernels.verify import VerifyResult, verify_qr
