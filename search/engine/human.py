@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from population.events import (CURSOR_KEY, EventKind, EventOutcome, HumanEvent, OutcomeStatus, active, describe,
                                is_paused, notes_by_candidate, outcome_key, read_events, read_outcomes)
 from population.models import NewCandidate, Origin, State
+from population.records import C
 from search.evaluate.pool import Completed, Lost, PoolEvent
 from search.evaluate.recheck import compare, fresh_cases, parse_recheck_id, recheck_id
 from search.speedup import BASELINE_FAMILY
@@ -166,7 +167,7 @@ class HumanChannel:
         verdict = compare(recorded, self.loop.proposer.baseline_result(), out.state, out.result, out.reason)
         remeasure: str | None = None
         with run.transaction():
-            run.add_counters({"rechecks": 1, "rechecks_disputed": int(not verdict["holds"])})
+            run.add_counters({C.RECHECKS: 1, C.RECHECKS_DISPUTED: int(not verdict["holds"])})
             if not verdict["holds"]:
                 changes = run.dispute(cand.id)
                 for change in changes:
