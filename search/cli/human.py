@@ -22,13 +22,11 @@ from population.errors import RunStoreError
 from population.events import EventKind, EventWriter, HumanEvent, latest_active, new_event, read_events, structure_key
 from population.models import Candidate, State, candidate_id
 from population.store import RunStore
+from population.records import BASELINE_FAMILY, STATUS_KEY, DriverStatus
 from search.config import RunConfig
-from search.engine.loop import STATUS_KEY
-from search.speedup import BASELINE_FAMILY
 
 console = Console()
 err = Console(stderr=True, soft_wrap=True)
-HEARTBEAT_S = 30.0
 
 
 class HumanInputError(ValueError):
@@ -51,8 +49,7 @@ def _resolve(store: RunStore, ref: str) -> Candidate:
 def _running(store: RunStore) -> bool:
     import time
 
-    status = store.get_json(STATUS_KEY) or {}
-    return status.get("state") == "running" and time.time() - float(status.get("updated") or 0) < HEARTBEAT_S
+    return DriverStatus.model_validate(store.get_json(STATUS_KEY) or {}).alive(time.time())
 
 
 def _submit(run_dir: Path, event: HumanEvent, extra: dict[str, Any], as_json: bool) -> None:
@@ -277,7 +274,7 @@ def human_and_focus(store: RunStore) -> tuple[dict[str, Any], dict[str, Any] | N
     """The engineer's events in force (search/inspect/human_view.py) and a focused run's progress (search/engine/focus.py)."""
     from search.inspect.human_view import HumanView
 
-    human = HumanView.load(store)
+    human = HumanView.from_snapshot(store.snapshot())
     return human.summary(), human.focus
 
 
