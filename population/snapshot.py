@@ -21,7 +21,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from population.events import EventOutcome, HumanEvent, read_events, read_outcomes
+from population.events import EventOutcome, HumanEvent
 from population.models import Candidate, EvalResult, Origin
 from population.records import (BASELINE_FAMILY, LLM_CALL_PREFIX, SESSIONS_KEY, STATUS_KEY, DriverStatus, LLMCall,
                                 RunCounters, Session, prefix_of)
@@ -141,5 +141,5 @@ def read_snapshot(store: RunStore) -> RunSnapshot:
             candidates=tuple(store.list_candidates()), told=store.told_seqs(), stored_results=store.results(),
             history=tuple(store.champion_history()), current=store.current_champion_ids(),
             counters=store.counters(), kv=store.kv_items(), sources=store.sources(),
-            events=tuple(read_events(store.connection)), outcomes=read_outcomes(store.connection),
+            events=tuple(store.events()), outcomes=store.outcomes(),
             taken_at=time.time())

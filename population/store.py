@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from population.consistency import check_consistency
 from population.errors import InvalidTransition
+from population.events import EventOutcome, HumanEvent, read_events, read_outcomes
 from population.family import ChampionChange
 from population.maturation import StructureRecord
 from population.models import (Candidate, EvalResult, Frozen, NewCandidate, Origin, State, candidate_id,
@@ -316,6 +317,16 @@ class RunStore(StoreFile):
         return [Attempt(candidate=candidate_from_row(r, self.path),
                         result=None if r[18] is None else result_from_json(r[18]), told_seq=r[17])
                 for r in rows]
+
+    # --- the engineer's events (population/events.py writes them through its own connection) --
+
+    def events(self, after: int = 0) -> list[HumanEvent]:
+        """The engineer's events after seq ``after``, oldest first (none in a store that never had one)."""
+        return read_events(self.connection, after)
+
+    def outcomes(self) -> dict[int, EventOutcome]:
+        """What the driver made of each event, by event seq."""
+        return read_outcomes(self.connection)
 
     def snapshot(self) -> RunSnapshot:
         """Everything the read-only commands need, read in one read transaction (see :mod:`population.snapshot`)."""

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from population.errors import RunStoreError
-from population.events import EventKind, EventWriter, HumanEvent, latest_active, new_event, read_events, structure_key
+from population.events import EventKind, EventWriter, HumanEvent, latest_active, new_event, structure_key
 from population.models import Candidate, State, candidate_id
 from population.store import RunStore
 from population.records import BASELINE_FAMILY, STATUS_KEY, DriverStatus
@@ -180,7 +180,7 @@ def _decision(kind: EventKind, run_dir: Path, target_of: Any, note: str, undo: b
     def build(store: RunStore) -> tuple[HumanEvent, dict[str, Any]]:
         target = target_of(store)
         if undo:
-            last = latest_active(read_events(store.connection), kind, target)
+            last = latest_active(store.events(), kind, target)
             if last is None:
                 raise HumanInputError(f"{target} has no {kind.value} in force to undo")
             return new_event(kind, target, note, undoes=last.seq), {}

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from population.models import State
+from population.records import RunCounters
 from search.evaluate.budget import budget_progress
 from search.engine.loop import SearchLoop
 from search.inspect.eval_seconds import STAGES, describe_evaluation_seconds, evaluation_seconds  # noqa: F401  (re-exported)
@@ -35,7 +36,7 @@ def best_per_family(loop: SearchLoop) -> list[tuple[str, str, float | None, floa
 def render(loop: SearchLoop, title: str) -> Group:
     s = loop.stats
     elapsed = time.monotonic() - s.started
-    counters = loop.run.store.counters()
+    counters = RunCounters.of(loop.run.store.counters())
     pool = loop.pool.stats()
     head = Table.grid(padding=(0, 2))
     head.add_row(
@@ -53,8 +54,7 @@ def render(loop: SearchLoop, title: str) -> Group:
         "", f"verified {s.by_state.get(State.VERIFIED.value, 0)} screened {s.by_state.get(State.SCREENED.value, 0)}",
         "failed " + (", ".join(f"{k} {v}" for k, v in sorted(failures.items())) or "0"),
         f"lost {s.lost}", f"LLM: {llm}",
-        f"tokens {int(counters.get('llm_prompt_tokens', 0) + counters.get('llm_completion_tokens', 0))} "
-        f"${counters.get('llm_cost_usd', 0):.2f}",
+        f"tokens {counters.llm_tokens} ${counters.llm_cost_usd:.2f}",
     )
     table = Table(title=None, expand=False)
     for column in ("family", "champion", "geomean ms", "speedup", "evals"):

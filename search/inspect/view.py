@@ -187,11 +187,10 @@ class RunView(LineageViews):
                     best = (outcome.median_ms, id_sort_key(c.id), c, outcome)
             row: dict[str, Any] = {"case": name, "baseline_ms": base.get(name), "candidate": None}
             if best is not None:
-                _, _, cand, outcome = best
-                b = base.get(name)
+                _, _, cand, outcome = best  # from ``results``: its speedup is the snapshot's
                 row.update(candidate=cand.id, family=cand.family, median_ms=outcome.median_ms,
                            min_ms=outcome.min_ms, max_ms=outcome.max_ms,
-                           speedup=b / outcome.median_ms if b else None, residuals=dict(outcome.residuals))
+                           speedup=outcome.speedup, residuals=dict(outcome.residuals))
                 case = self.bench_cases.get(name)
                 if case is not None and on_gpu:
                     fl = floors(case)
