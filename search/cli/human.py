@@ -270,14 +270,6 @@ def human_panel(human: dict[str, Any]) -> Any:
     return Panel(Group(*parts), title="the engineer's events", title_align="left", border_style="magenta")
 
 
-def human_and_focus(store: RunStore) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The engineer's events in force (search/inspect/human_view.py) and a focused run's progress (search/engine/focus.py)."""
-    from search.inspect.human_view import HumanView
-
-    human = HumanView.from_snapshot(store.snapshot())
-    return human.summary(), human.focus
-
-
 def print_human_and_focus(data: dict[str, Any], console: Console) -> None:
     """``status``'s lines on the engineer's events and the focus."""
     human, focus = data["human"], data["focus"]

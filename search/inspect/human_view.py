@@ -16,7 +16,6 @@ from population.events import (EventKind, EventOutcome, HumanEvent, OutcomeStatu
                                notes_by_candidate)
 from population.records import DISPUTED_KEY
 from population.snapshot import RunSnapshot
-from population.store import RunStore
 
 
 @dataclass
@@ -25,10 +24,6 @@ class HumanView:
     outcomes: dict[int, EventOutcome] = field(default_factory=dict)
     disputed: set[str] = field(default_factory=set)
     focus: dict[str, Any] | None = None  # a focused run's objective and progress (search/engine/focus.py)
-
-    @classmethod
-    def load(cls, store: RunStore) -> HumanView:
-        return cls.from_snapshot(store.snapshot())
 
     @classmethod
     def from_snapshot(cls, snapshot: RunSnapshot) -> HumanView:
