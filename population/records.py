@@ -19,9 +19,9 @@ The records read old stores: every field has a default and unknown fields are ke
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from population.events import CURSOR_KEY
 from population.run import DISPUTED_KEY, POPULATION_CONFIG_KEY, evals_key
@@ -29,7 +29,7 @@ from population.run import DISPUTED_KEY, POPULATION_CONFIG_KEY, evals_key
 __all__ = ["BASELINE_FAMILY", "CURSOR_KEY", "DISPUTED_KEY", "DRIVER_RNG", "DriverStatus", "FOCUS_REFERENCE_KEY",
            "HEARTBEAT_S", "LLMCall", "LLM_CALL_KEY", "LLM_CALL_PREFIX", "LLM_CHILD_KEY", "LLM_MODEL_COUNTER_PREFIX",
            "LLM_STATE_KEY", "NOTE_KEY", "POPULATION_CONFIG_KEY", "RunCounters", "SESSIONS_KEY", "STATUS_KEY",
-           "Session", "TRIAL_KEY", "UTILIZATION_KEY", "Utilization", "C", "dump", "evals_key", "llm_call_key",
+           "Session", "TRIAL_KEY", "UTILIZATION_KEY", "Utilization", "C", "dump", "evals_key", "parse", "llm_call_key",
            "prefix_of", "state_counter"]
 
 # The family whose champion is the reference every speedup is measured against (same run, same device).
@@ -191,6 +191,19 @@ class Utilization(_Record):
     driver_seconds_per_evaluation: float | None = None
     evals_per_minute: float | None = None
     evaluations: int = 0
+
+
+R = TypeVar("R", bound=BaseModel)
+
+
+def parse(model: type[R], raw: Any) -> R:
+    """A stored record, leniently: one whose fields do not validate (a record of another
+    version with a field of another type) is still read, as stored, rather than failing a reader."""
+    data = raw if isinstance(raw, dict) else {}
+    try:
+        return model.model_validate(data)
+    except ValidationError:
+        return model.model_construct(**data)
 
 
 def dump(record: BaseModel) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from population.events import EventOutcome, HumanEvent
 from population.models import Candidate, EvalResult, Origin
 from population.records import (BASELINE_FAMILY, LLM_CALL_PREFIX, SESSIONS_KEY, STATUS_KEY, DriverStatus, LLMCall,
-                                RunCounters, Session, prefix_of)
+                                RunCounters, Session, parse, prefix_of)
 from population.speedup import with_speedups
 from population.store_rows import ChampionEntry
 
@@ -100,11 +100,11 @@ class RunSnapshot:
 
     @cached_property
     def status(self) -> DriverStatus:
-        return DriverStatus.model_validate(self.kv.get(STATUS_KEY) or {})
+        return parse(DriverStatus, self.kv.get(STATUS_KEY))
 
     @cached_property
     def sessions(self) -> tuple[Session, ...]:
-        return tuple(Session.model_validate(s) for s in self.kv.get(SESSIONS_KEY) or [] if isinstance(s, dict))
+        return tuple(parse(Session, s) for s in self.kv.get(SESSIONS_KEY) or [] if isinstance(s, dict))
 
     @cached_property
     def run_counters(self) -> RunCounters:
@@ -112,7 +112,7 @@ class RunSnapshot:
 
     @cached_property
     def llm_calls(self) -> tuple[LLMCall, ...]:
-        return tuple(LLMCall.model_validate(v) for k, v in sorted(self.kv.items())
+        return tuple(parse(LLMCall, v) for k, v in sorted(self.kv.items())
                      if k.startswith(LLM_CALL_PREFIX) and isinstance(v, dict))
 
     def entries(self, template: str) -> dict[str, Any]:

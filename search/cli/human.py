@@ -22,7 +22,7 @@ from population.errors import RunStoreError
 from population.events import EventKind, EventWriter, HumanEvent, latest_active, new_event, structure_key
 from population.models import Candidate, State, candidate_id
 from population.store import RunStore
-from population.records import BASELINE_FAMILY, STATUS_KEY, DriverStatus
+from population.records import BASELINE_FAMILY, STATUS_KEY, DriverStatus, parse
 from search.config import RunConfig
 
 console = Console()
@@ -49,7 +49,7 @@ def _resolve(store: RunStore, ref: str) -> Candidate:
 def _running(store: RunStore) -> bool:
     import time
 
-    return DriverStatus.model_validate(store.get_json(STATUS_KEY) or {}).alive(time.time())
+    return parse(DriverStatus, store.get_json(STATUS_KEY)).alive(time.time())
 
 
 def _submit(run_dir: Path, event: HumanEvent, extra: dict[str, Any], as_json: bool) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from population.records import Session
+from population.records import Session, parse
 
 
 def session_seconds(sessions: Sequence[Session | Mapping[str, Any]], updated: float | None) -> float | None:
@@ -14,7 +14,7 @@ def session_seconds(sessions: Sequence[Session | Mapping[str, Any]], updated: fl
     the last one to the run's latest status update.  None before any session."""
     if not sessions:
         return None
-    records = [s if isinstance(s, Session) else Session.model_validate(s) for s in sessions]
+    records = [s if isinstance(s, Session) else parse(Session, s) for s in sessions]
     total = 0.0
     for index, session in enumerate(records):
         start = session.started

@@ -95,3 +95,11 @@ def test_in_memory_lineage_agrees_with_the_sql_walks(run_dir: Path) -> None:
     assert lineage.tree_children("c0000002") == ["c0000003", "c0000004"]
     assert sorted(lineage.subtree_ids("c0000003")) == ["c0000003", "c0000005", "c0000006"]
     assert lineage.chain("f") == [e.change.candidate_id for e in snap.history if e.change.family == "f"]
+
+
+def test_a_record_of_another_shape_still_reads() -> None:
+    """A status written by some other version (a field of another type) is read as stored, not refused."""
+    status = records.parse(records.DriverStatus, {"state": "running", "updated": 5.0, "lost": "two"})
+    assert status.state == "running" and status.shown_state(100.0) == "stopped (no heartbeat)"
+    assert records.parse(records.Session, None).started is None
+    assert records.parse(records.Session, {"started": 1.0, "ended": 2.0, "tag": "x"}).ended == 2.0
