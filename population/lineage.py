@@ -2,7 +2,9 @@
 
 Parent links live in ``candidates.parent1/parent2`` (indexed both ways); the graph
 is a DAG once crossovers join two lines, so the recursive queries use ``UNION``
-(not ``UNION ALL``) to visit a shared ancestor once.
+(not ``UNION ALL``) to visit a shared ancestor once.  :class:`Lineage` answers the same
+questions in memory over a :class:`~population.snapshot.RunSnapshot` (the read-only
+commands, which ask thousands of them per view).
 """
 
 from __future__ import annotations
@@ -10,10 +12,14 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from population.models import Candidate, CandidateId, Frozen
+from population.models import Candidate, CandidateId, Frozen, id_sort_key
 from population.store import RunStore
 from population.store_rows import CAND_COLS, ChampionEntry, candidate_from_row
+
+if TYPE_CHECKING:
+    from population.snapshot import RunSnapshot
 
 _ANCESTORS = f"""
 WITH RECURSIVE anc(id) AS (
@@ -126,6 +132,81 @@ def _assemble(roots: list[Candidate], cands: list[Candidate]) -> list[LineageTre
         trees.append(LineageTree(root=root.id, nodes=nodes,
                                  children={k: tuple(v) for k, v in kids.items() if k in nodes}))
     return trees
+
+
+class Lineage:
+    """The lineage of a snapshot, walked in memory.  A family's tree hangs every candidate under
+    its first parent (a crossover under the first of its two); a candidate whose first parent is
+    in another family (or absent) is a root of its own family's tree.  Walks are iterative: a
+    lineage can be thousands deep."""
+
+    def __init__(self, snapshot: RunSnapshot) -> None:
+        self.by_id: dict[str, Candidate] = snapshot.by_id
+        self.history: tuple[ChampionEntry, ...] = snapshot.history
+        self.children: dict[str, list[str]] = {}  # first-parent children, any family, creation order
+        for c in snapshot.candidates:
+            if c.parent_ids and c.parent_ids[0] in self.by_id:
+                self.children.setdefault(c.parent_ids[0], []).append(c.id)
+        self._order = [c.id for c in snapshot.candidates]
+
+    def roots(self, family: str) -> list[str]:
+        """Roots of a family's tree: seeds, and candidates whose first parent is in another family."""
+        return [cid for cid in self._order if self.by_id[cid].family == family
+                and not self._in_family_tree(self.by_id[cid])]
+
+    def _in_family_tree(self, c: Candidate) -> bool:
+        return bool(c.parent_ids) and c.parent_ids[0] in self.by_id and self.by_id[c.parent_ids[0]].family == c.family
+
+    def tree_children(self, cid: str) -> list[str]:
+        """Children under ``cid`` in its family tree (a crossover hangs under its first parent)."""
+        fam = self.by_id[cid].family
+        return [k for k in self.children.get(cid, ()) if self.by_id[k].family == fam]
+
+    def subtree_ids(self, cid: str) -> list[str]:
+        """``cid`` and everything below it in its family tree, depth first."""
+        out, stack = [], [cid]
+        while stack:
+            x = stack.pop()
+            out.append(x)
+            stack.extend(self.tree_children(x))
+        return out
+
+    def ancestor_ids(self, cid: str) -> list[str]:
+        """Every ancestor through both parents, newest first (as :func:`ancestor_ids` on a store)."""
+        seen: set[str] = set()
+        stack = list(self.by_id[cid].parent_ids)
+        while stack:
+            p = stack.pop()
+            if p in seen or p not in self.by_id:
+                continue
+            seen.add(p)
+            stack.extend(self.by_id[p].parent_ids)
+        return sorted(seen, key=id_sort_key, reverse=True)
+
+    def family_trees(self, family: str) -> list[LineageTree]:
+        """As :func:`family_tree` on a store: one tree per root of the family."""
+        members = [c for c in self.by_id.values() if c.family == family]
+        ids = {c.id for c in members}
+        return _assemble([c for c in members if not (c.parent_ids and c.parent_ids[0] in ids)], members)
+
+    def chain(self, family: str) -> list[str]:
+        """The family's successive champions, oldest first."""
+        return [e.change.candidate_id for e in self.history if e.change.family == family]
+
+    def champion_graph(self, family: str) -> tuple[list[str], list[tuple[str, str]]]:
+        """The champions of a family and every ancestor linking them (within the family):
+        node ids in creation order and first-parent edges."""
+        keep: set[str] = set()
+        for cid in self.chain(family):
+            x: str | None = cid
+            while x is not None and x in self.by_id and x not in keep and self.by_id[x].family == family:
+                keep.add(x)
+                parents = self.by_id[x].parent_ids
+                x = parents[0] if parents else None
+        ids = sorted(keep, key=id_sort_key)
+        edges = [(self.by_id[x].parent_ids[0], x) for x in ids if self.by_id[x].parent_ids
+                 and self.by_id[x].parent_ids[0] in keep]
+        return ids, edges
 
 
 def champion_chain(store: RunStore, family: str) -> list[ChampionEntry]:

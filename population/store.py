@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from population.consistency import check_consistency
 from population.errors import InvalidTransition
+from population.events import EventOutcome, HumanEvent, read_events, read_outcomes
 from population.family import ChampionChange
 from population.maturation import StructureRecord
 from population.models import (Candidate, EvalResult, Frozen, NewCandidate, Origin, State, candidate_id,
@@ -26,6 +27,9 @@ from population.store_file import StoreFile
 from population.store_rows import (CAND_COLS, CAND_INSERT, CHAMP_COLS, STRUCT_COLS, ChampionEntry,
                                    candidate_from_row, candidate_row, champion_from_row, structure_from_row,
                                    structure_row)
+
+if TYPE_CHECKING:
+    from population.snapshot import RunSnapshot
 
 
 class Attempt(Frozen):
@@ -92,6 +96,14 @@ class RunStore(StoreFile):
         with self.transaction():
             self._write("INSERT OR IGNORE INTO blobs(sha256, text) VALUES (?, ?)", (sha, text))
         return sha
+
+    def kv_items(self) -> dict[str, Any]:
+        """Every key/value entry but the config, its JSON parsed (what the driver keeps: population/records.py)."""
+        return {k: json.loads(v) for k, v in self._execute("SELECT key, value FROM kv WHERE key != 'config'")}
+
+    def sources(self) -> dict[str, str]:
+        """Every source blob by sha256."""
+        return dict(self._execute("SELECT sha256, text FROM blobs").fetchall())
 
     def source(self, sha256: str) -> str:
         text = self._one("SELECT text FROM blobs WHERE sha256 = ?", (sha256,))
@@ -189,6 +201,10 @@ class RunStore(StoreFile):
     def told_seq(self, cid: str) -> int | None:
         return self._one("SELECT told_seq FROM candidates WHERE id = ?", (cid,))
 
+    def told_seqs(self) -> dict[str, int]:
+        """The evaluation number of every finished candidate."""
+        return dict(self._execute("SELECT id, told_seq FROM candidates WHERE told_seq IS NOT NULL").fetchall())
+
     def mark_running(self, cid: str, now: float | None = None) -> Candidate:
         with self.transaction():
             cand = self.get_candidate(cid).with_state(State.RUNNING, now=time.time() if now is None else now)
@@ -230,6 +246,10 @@ class RunStore(StoreFile):
                         "VALUES (?, ?, ?, ?, ?, ?)", (result.candidate_id, result.geomean_ms, result.speedup,
                                                       result.device, result.error, body))
             return True
+
+    def results(self) -> dict[str, EvalResult]:
+        """Every stored result by candidate id, as stored (times; speedups come from the snapshot)."""
+        return {cid: result_from_json(body) for cid, body in self._execute("SELECT candidate_id, body FROM results")}
 
     def get_result(self, cid: str) -> EvalResult | None:
         """The result recorded for this very candidate (a migrant copy has none)."""
@@ -297,6 +317,22 @@ class RunStore(StoreFile):
         return [Attempt(candidate=candidate_from_row(r, self.path),
                         result=None if r[18] is None else result_from_json(r[18]), told_seq=r[17])
                 for r in rows]
+
+    # --- the engineer's events (population/events.py writes them through its own connection) --
+
+    def events(self, after: int = 0) -> list[HumanEvent]:
+        """The engineer's events after seq ``after``, oldest first (none in a store that never had one)."""
+        return read_events(self.connection, after)
+
+    def outcomes(self) -> dict[int, EventOutcome]:
+        """What the driver made of each event, by event seq."""
+        return read_outcomes(self.connection)
+
+    def snapshot(self) -> RunSnapshot:
+        """Everything the read-only commands need, read in one read transaction (see :mod:`population.snapshot`)."""
+        from population.snapshot import read_snapshot  # the snapshot module builds on this one
+
+        return read_snapshot(self)
 
     def check_consistency(self, *, deep: bool = False) -> list[str]:
         """Cross-table invariants; empty when the store is consistent (see :mod:`population.consistency`)."""

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from kernels.candidate import load_candidate, materialize  # noqa: E402
-from kernels.contract import generate_input  # noqa: E402
+from kernels.inputs import generate_input  # noqa: E402
 from kernels.floors import floors  # noqa: E402
 from kernels.params import read_params, render_params  # noqa: E402
 from kernels.suites import Case, get_suite  # noqa: E402

@@ -19,8 +19,7 @@ from kernels.harness.settings import RunLimits, TimingPolicy
 from population.config import FamilyConfig as PopulationFamilyConfig
 from population.config import MigrationConfig as PopulationMigration
 from population.config import PopulationConfig, SelectionConfig, SelectionKind, Topology
-
-BASELINE_FAMILY = "torch_geqrf"
+from population.records import BASELINE_FAMILY  # re-exported: search.config.BASELINE_FAMILY
 
 
 class _Section(BaseModel):

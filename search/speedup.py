@@ -1,30 +1,10 @@
-"""Speedups against the torch.geqrf reference measured in the same run."""
+"""Speedups against the torch.geqrf reference measured in the same run (kept here for the
+search's imports; the function lives in :mod:`population.speedup`, the baseline's name in
+:mod:`population.records`)."""
 
 from __future__ import annotations
 
-import math
-
-from population.models import EvalResult
-from search.config import BASELINE_FAMILY
+from population.records import BASELINE_FAMILY
+from population.speedup import with_speedups
 
 __all__ = ["BASELINE_FAMILY", "with_speedups"]
-
-
-def with_speedups(result: EvalResult, baseline: EvalResult | None) -> EvalResult:
-    """Fill baseline_ms / speedup per case and overall from the baseline's result."""
-    if baseline is None:
-        return result
-    times = {c.case: c.median_ms for c in baseline.cases if c.median_ms}
-    cases = []
-    for c in result.cases:
-        base = times.get(c.case)
-        speed = base / c.median_ms if base and c.median_ms else None
-        cases.append(c.model_copy(update={"baseline_ms": base, "speedup": speed}))
-    speedups = [c.speedup for c in cases]
-    overall = None
-    if result.geomean_ms is not None and speedups and all(s for s in speedups):
-        overall = math.exp(sum(math.log(s) for s in speedups) / len(speedups))  # type: ignore[arg-type]
-    # The reference's geomean over the same cases (a family is timed on its domain only).
-    base = [times.get(c.case) for c in result.cases]
-    base_gm = math.exp(sum(math.log(t) for t in base) / len(base)) if base and all(base) else None  # type: ignore[arg-type]
-    return result.model_copy(update={"cases": tuple(cases), "speedup": overall, "baseline_geomean_ms": base_gm})

@@ -33,11 +33,8 @@ def test_every_class_name_is_unique_across_the_packages() -> None:
 
 
 def test_one_geomean() -> None:
-    """population/outcomes.py holds the one geomean.  search/inspect/ (its ``_gm``) is left out until
-    issue 15's snapshot work, which owns that folder, switches to it."""
+    """population/outcomes.py holds the one geomean."""
     pattern = re.compile(r"^\s*def _?(geomean|gm)\(", re.M)
-    left_out = ("search/inspect/",)
     found = [str(p.relative_to(ROOT)) for p in _sources(*PACKAGES)
-             if pattern.search(p.read_text(encoding="utf-8"))
-             and not str(p.relative_to(ROOT)).startswith(left_out)]
+             if pattern.search(p.read_text(encoding="utf-8"))]
     assert found == ["population/outcomes.py"]

@@ -11,7 +11,7 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
-from kernels.contract import generate_input
+from kernels.inputs import generate_input
 from kernels.harness.results import KernelShare, ProfileSummary
 from kernels.suites import Case
 

@@ -26,7 +26,7 @@ from typing import Callable
 
 import torch
 
-from kernels.contract import generate_input
+from kernels.inputs import generate_input
 from kernels.harness.results import TimingStats
 from kernels.harness.settings import TimingPolicy
 from kernels.suites import Case

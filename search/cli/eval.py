@@ -6,7 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.console import Console
@@ -16,13 +16,14 @@ from rich.table import Table
 from kernels.candidate import CandidateError, check_syntax
 from kernels.families import BASELINE_PATH
 from kernels.floors import floors
-from kernels.harness.results import CaseResult, SuiteReport
-from kernels.harness.runner import run_candidate
 from kernels.harness.settings import RunLimits, TimingPolicy
 from kernels.suites import get_suite, suite_names
 from population.outcomes import CaseStatus
 from search.cli.checks import positive
 from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, speedup as fmt_speedup
+
+if TYPE_CHECKING:  # the harness imports torch: loaded by the commands that run it, not by ``qrsearch status``
+    from kernels.harness.results import CaseResult, SuiteReport
 
 # Tables are wide; when piped, do not squeeze them into 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 170)
@@ -81,6 +82,8 @@ DEFAULT_LIMITS = RunLimits()
 
 def _run(file: Path, suite: str, mode: str, timeout: float, keep_going: bool, profile: bool,
          device: str, label: str, only: Optional[str] = None) -> SuiteReport:
+    from kernels.harness.runner import run_candidate
+
     interpret_on_cpu(device)
     cases = get_suite(suite)
     if only:
@@ -243,6 +246,8 @@ def _cpu_note(report: SuiteReport) -> str:
 
 
 def _baseline(suite: str, enabled: bool, saved: Optional[Path], timeout: float, device: str) -> SuiteReport | None:
+    from kernels.harness.results import SuiteReport
+
     if saved is not None:
         data = json.loads(saved.read_text())
         # A bench JSON of torch_geqrf itself, or any bench JSON that carries its baseline.

@@ -19,16 +19,14 @@ from rich.console import Console
 from rich.markup import escape
 
 from population.errors import RunStoreError
-from population.events import EventKind, EventWriter, HumanEvent, latest_active, new_event, read_events, structure_key
+from population.events import EventKind, EventWriter, HumanEvent, latest_active, new_event, structure_key
 from population.models import Candidate, State, candidate_id
 from population.store import RunStore
+from population.records import BASELINE_FAMILY, STATUS_KEY, DriverStatus, parse
 from search.config import RunConfig
-from search.engine.loop import STATUS_KEY
-from search.speedup import BASELINE_FAMILY
 
 console = Console()
 err = Console(stderr=True, soft_wrap=True)
-HEARTBEAT_S = 30.0
 
 
 class HumanInputError(ValueError):
@@ -51,8 +49,7 @@ def _resolve(store: RunStore, ref: str) -> Candidate:
 def _running(store: RunStore) -> bool:
     import time
 
-    status = store.get_json(STATUS_KEY) or {}
-    return status.get("state") == "running" and time.time() - float(status.get("updated") or 0) < HEARTBEAT_S
+    return parse(DriverStatus, store.get_json(STATUS_KEY)).alive(time.time())
 
 
 def _submit(run_dir: Path, event: HumanEvent, extra: dict[str, Any], as_json: bool) -> None:
@@ -183,7 +180,7 @@ def _decision(kind: EventKind, run_dir: Path, target_of: Any, note: str, undo: b
     def build(store: RunStore) -> tuple[HumanEvent, dict[str, Any]]:
         target = target_of(store)
         if undo:
-            last = latest_active(read_events(store.connection), kind, target)
+            last = latest_active(store.events(), kind, target)
             if last is None:
                 raise HumanInputError(f"{target} has no {kind.value} in force to undo")
             return new_event(kind, target, note, undoes=last.seq), {}
@@ -271,14 +268,6 @@ def human_panel(human: dict[str, Any]) -> Any:
                           "[green]yes[/]" if row["holds"] else "[red]no[/]")
         parts.append(table)
     return Panel(Group(*parts), title="the engineer's events", title_align="left", border_style="magenta")
-
-
-def human_and_focus(store: RunStore) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The engineer's events in force (search/inspect/human_view.py) and a focused run's progress (search/engine/focus.py)."""
-    from search.inspect.human_view import HumanView
-
-    human = HumanView.load(store)
-    return human.summary(), human.focus
 
 
 def print_human_and_focus(data: dict[str, Any], console: Console) -> None:

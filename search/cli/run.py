@@ -14,25 +14,19 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from pydantic import ValidationError
-
 from population.errors import RunStoreError
+from population.records import BASELINE_FAMILY, LLM_STATE_KEY
 from population.store import RunStore
 from search.cli.checks import non_negative, positive
-from search.cli.human import human_and_focus, print_human_and_focus
+from search.cli.human import print_human_and_focus
 from search.config import ConfigError, RunConfig, default_config
-from search.engine.llm_budget import config_model_names, describe_model, read_ledger
-from search.engine.loop import STATUS_KEY
-from search.inspect.sessions import session_seconds
-from search.evaluate.progress import describe_evaluation_seconds, evaluation_seconds
+from search.engine.llm_budget import config_model_names, describe_model, ledger_names, model_ledger
+from search.inspect.eval_seconds import describe_evaluation_seconds, snapshot_seconds
 from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, speedup as fmt_speedup
-from search.speedup import BASELINE_FAMILY, with_speedups
 
 # Piped output is not squeezed into 80 columns (the tables and log lines stay one per line).
 console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, soft_wrap=True)
-
-HEARTBEAT_S = 30.0
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
@@ -141,52 +135,44 @@ def resume_command(
 
 
 def run_status(run_dir: Path) -> dict[str, Any]:
-    """Everything ``status`` shows, as data (readable while the run is going)."""
+    """Everything ``status`` shows, as data (readable while the run is going): the run's facts as
+    ``RunView.metadata`` has them, from one snapshot of the store, and the driver's live figures."""
+    from search.inspect.view import RunView
+
     with RunStore.open(run_dir, readonly=True) as store:
-        counters = store.counters()
-        candidates = store.list_candidates()
-        driver = store.get_json(STATUS_KEY) or {}
-        sessions = store.get_json("driver/sessions", []) or []
-        champions = store.current_champion_ids()
-        baseline = store.get_result(champions[BASELINE_FAMILY]) if BASELINE_FAMILY in champions else None
-        seconds = evaluation_seconds(store)
-        llm_models = read_ledger(store, config_model_names(store.config_json()))
-        human, focus = human_and_focus(store)
-        best = {}
-        for family, cid in sorted(champions.items()):
-            if family == BASELINE_FAMILY:
-                continue
-            result = store.get_result(cid)
-            result = with_speedups(result, baseline) if result else None
-            best[family] = {"candidate": cid, "geomean_ms": result.geomean_ms if result else None,
-                            "speedup": result.speedup if result else None}
-    states = Counter(c.state.value for c in candidates)
-    failures = Counter()
-    for c in candidates:
-        if c.state.is_failure:
-            failures[f"{c.state.value}"] += 1
-    updated = driver.get("updated")
-    state = driver.get("state", "created")
-    if state == "running" and (updated is None or time.time() - updated > HEARTBEAT_S):
-        state = "stopped (no heartbeat)"
-    elif state == "running" and (driver.get("human") or {}).get("paused"):
+        snap = store.snapshot()
+    view = RunView(run_dir, snap)
+    meta = view.metadata()
+    driver, counters, baseline = snap.status, snap.run_counters, snap.baseline
+    state = meta["state"]
+    if state == "running" and (driver.human or {}).get("paused"):
         state = "running, paused (qrsearch unpause to go on)"
-    started = min((s["started"] for s in sessions), default=None)
-    elapsed = session_seconds(sessions, updated)
+    best = {}
+    for family, cid in sorted(snap.current.items()):
+        if family == BASELINE_FAMILY:
+            continue
+        result = snap.results.get(cid)  # the champion's own result, with the snapshot's speedups
+        best[family] = {"candidate": cid, "geomean_ms": result.geomean_ms if result else None,
+                        "speedup": result.speedup if result else None}
+    failures = Counter(c.state.value for c in snap.candidates if c.state.is_failure)
+    config_models = config_model_names(snap.config_json)
+    llm_models = model_ledger(snap.counters, {n: snap.get(LLM_STATE_KEY.format(model=n))
+                                              for n in ledger_names(snap.counters, config_models)})
+    human = view.human
     return {
-        "run_dir": str(run_dir), "state": state, "candidates": len(candidates), "states": dict(states),
-        "evaluations": int(counters.get("gpu_evaluations", 0)), "failures": dict(failures),
-        "pending": states.get("pending", 0) + states.get("running", 0),
-        "started": started, "last_update": updated,
-        "elapsed_minutes": elapsed / 60 if elapsed is not None else None,
-        "evals_per_minute": driver.get("evals_per_minute"), "busy_fraction": driver.get("busy_fraction"),
-        "llm_calls": int(counters.get("llm_calls", 0)), "llm_errors": int(counters.get("llm_errors", 0)),
-        "llm_tokens": int(counters.get("llm_prompt_tokens", 0) + counters.get("llm_completion_tokens", 0)),
-        "llm_cost_usd": float(counters.get("llm_cost_usd", 0.0)), "llm_models": llm_models,
+        "run_dir": str(run_dir), "state": state, "candidates": meta["candidates"], "states": meta["states"],
+        "evaluations": meta["evaluations"], "failures": dict(failures),
+        "pending": meta["states"].get("pending", 0) + meta["states"].get("running", 0),
+        # Only sessions count here (metadata falls back to the first candidate for a run never launched).
+        "started": min((s.started for s in snap.sessions if s.started is not None), default=None),
+        "last_update": meta["last_update"], "elapsed_minutes": meta["elapsed_minutes"],
+        "evals_per_minute": driver.evals_per_minute, "busy_fraction": driver.busy_fraction,
+        "llm_calls": counters.llm_calls, "llm_errors": counters.llm_errors, "llm_tokens": counters.llm_tokens,
+        "llm_cost_usd": float(counters.llm_cost_usd), "llm_models": llm_models,
         "baseline_geomean_ms": baseline.geomean_ms if baseline else None,
-        "best": best, "sessions": len(sessions), "stop_reason": driver.get("stop_reason"),
+        "best": best, "sessions": meta["sessions"], "stop_reason": driver.stop_reason,
         "device": baseline.device if baseline else None,
-        "seconds_per_evaluation": seconds, "human": human, "focus": focus,
+        "seconds_per_evaluation": snapshot_seconds(snap), "human": human.summary(), "focus": human.focus,
     }
 
 

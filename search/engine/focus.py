@@ -13,16 +13,20 @@ judges against the same numbers.  The run stops when a family's champion is
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from population.models import EvalResult, State
 from population.outcomes import geomean
+from population.records import FOCUS_REFERENCE_KEY
 from population.run import Run
 from population.store import RunStore
 from search.config import FocusConfig
 from search.speedup import BASELINE_FAMILY
 
-REFERENCE_KEY = "focus/reference"
+if TYPE_CHECKING:
+    from population.snapshot import RunSnapshot
+
+REFERENCE_KEY = FOCUS_REFERENCE_KEY
 
 
 def _times(result: EvalResult) -> dict[str, float]:
@@ -40,13 +44,26 @@ def progress_from_store(store: RunStore, focus: FocusConfig) -> dict[str, Any] |
     """Focus, target and progress per family, from a store (a writer's or a read-only one)."""
     if not focus.cases:
         return None
-    references: dict[str, Any] = store.get_json(REFERENCE_KEY, {}) or {}
     champions = store.current_champion_ids()
+    fitness = {cid: c.fitness_ms for cid in champions.values() if (c := store.find_candidate(cid)) is not None}
+    return focus_progress(focus, store.get_json(REFERENCE_KEY, {}) or {}, champions, fitness)
+
+
+def progress_from_snapshot(snapshot: RunSnapshot, focus: FocusConfig) -> dict[str, Any] | None:
+    """The same, from a read snapshot (``status``, the inspection commands)."""
+    if not focus.cases:
+        return None
+    fitness = {cid: snapshot.by_id[cid].fitness_ms for cid in snapshot.current.values() if cid in snapshot.by_id}
+    return focus_progress(focus, snapshot.get(REFERENCE_KEY, {}), snapshot.current, fitness)
+
+
+def focus_progress(focus: FocusConfig, references: Mapping[str, Any], champions: Mapping[str, str],
+                   fitness: Mapping[str, float | None]) -> dict[str, Any]:
+    """Per family with a reference: how much faster its champion (``fitness`` by id) is on the focus."""
     families = {}
     for family, ref in sorted(references.items()):
         cid = champions.get(family)
-        champ = store.find_candidate(cid) if cid else None
-        best = champ.fitness_ms if champ is not None else None
+        best = fitness.get(cid) if cid else None
         faster = 100.0 * (ref["focus_ms"] / best - 1.0) if best else None
         families[family] = {"reference": ref["candidate"], "reference_focus_ms": ref["focus_ms"],
                             "champion": cid, "champion_focus_ms": best,

@@ -21,8 +21,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from population.events import (CURSOR_KEY, EventKind, EventOutcome, HumanEvent, OutcomeStatus, active, describe,
-                               is_paused, notes_by_candidate, outcome_key, read_events, read_outcomes)
+                               is_paused, notes_by_candidate, outcome_key)
 from population.models import NewCandidate, Origin, State
+from population.records import C
 from search.evaluate.pool import Completed, Lost, PoolEvent
 from search.evaluate.recheck import compare, fresh_cases, parse_recheck_id, recheck_id
 from search.speedup import BASELINE_FAMILY
@@ -39,9 +40,9 @@ class HumanChannel:
         self.loop = loop
         self.store = loop.run.store
         self.cursor = int(self.store.get_json(CURSOR_KEY, 0) or 0)
-        self.applied: list[HumanEvent] = read_events(self.store.connection)
+        self.applied: list[HumanEvent] = self.store.events()
         self.applied = [e for e in self.applied if e.seq <= self.cursor]
-        self.outcomes: dict[int, EventOutcome] = read_outcomes(self.store.connection)
+        self.outcomes: dict[int, EventOutcome] = self.store.outcomes()
         self.paused = is_paused(self.applied)
         self.rechecks: collections.deque[int] = collections.deque(
             seq for seq, o in sorted(self.outcomes.items()) if o.status is OutcomeStatus.QUEUED)
@@ -57,7 +58,7 @@ class HumanChannel:
         if not force and now < self._next_poll:
             return
         self._next_poll = now + POLL_S
-        for event in read_events(self.store.connection, self.cursor):
+        for event in self.store.events(self.cursor):
             self._apply(event)
 
     def _apply(self, event: HumanEvent) -> None:
@@ -166,7 +167,7 @@ class HumanChannel:
         verdict = compare(recorded, self.loop.proposer.baseline_result(), out.state, out.result, out.reason)
         remeasure: str | None = None
         with run.transaction():
-            run.add_counters({"rechecks": 1, "rechecks_disputed": int(not verdict["holds"])})
+            run.add_counters({C.RECHECKS: 1, C.RECHECKS_DISPUTED: int(not verdict["holds"])})
             if not verdict["holds"]:
                 changes = run.dispute(cand.id)
                 for change in changes:

@@ -28,12 +28,14 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from population.models import State
+from population.records import LLM_CHILD_KEY, LLM_MODEL_COUNTER_PREFIX, LLM_STATE_KEY
 from population.store import RunStore
 from search.config import LLMConfig, LLMModel
 
-COUNTER_PREFIX = "llm_model/"  # llm_model/<field>/<model name, may hold '/'>
-STATE_KEY = "llm/budget/{model}"
-CHILD_KEY = "llm/child/{cid}"  # the model that proposed an LLM child (counts its evaluation)
+# The keys live in population/records.py (the one record of what the driver stores); the short names stay.
+COUNTER_PREFIX = LLM_MODEL_COUNTER_PREFIX  # llm_model/<field>/<model name, may hold '/'>
+STATE_KEY = LLM_STATE_KEY
+CHILD_KEY = LLM_CHILD_KEY  # the model that proposed an LLM child (counts its evaluation)
 REJECTED = "rejected:"
 DUPLICATE = "duplicate"
 ERROR = "error"
@@ -209,9 +211,15 @@ def read_ledger(store: RunStore, config_models: Sequence[str] = (),
                 now: float | None = None) -> dict[str, dict[str, Any]]:
     """The ledger of every model the counters or ``config_models`` name (paused as of ``now``)."""
     counters = store.counters(COUNTER_PREFIX)
-    names = {key[len(COUNTER_PREFIX):].partition("/")[2] for key in counters} | set(config_models)
+    names = ledger_names(counters, config_models)
     states = {name: store.get_json(STATE_KEY.format(model=name)) for name in names}
     return model_ledger(counters, states, now)
+
+
+def ledger_names(counters: Mapping[str, int | float], config_models: Sequence[str] = ()) -> set[str]:
+    """The models a ledger covers: every model the counters name, and those the config lists."""
+    return {key[len(COUNTER_PREFIX):].partition("/")[2] for key in counters
+            if key.startswith(COUNTER_PREFIX)} | set(config_models)
 
 
 def config_model_names(config_json: str | None) -> list[str]:

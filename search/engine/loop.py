@@ -34,14 +34,13 @@ from search.engine.llm import LLMError, LLMPool
 from search.engine.llm_budget import DUPLICATE, LLMBudget
 from search.engine.llm_child import RESTORED
 from search.evaluate.pool import Completed, EvaluatorPool, Lost
-from search.engine.proposer import NOTE_KEY, TRIAL_KEY, Child, KernelFamily, LLMJob, Proposer, RejectedEdit
+from population.records import C, DRIVER_RNG, NOTE_KEY, STATUS_KEY, TRIAL_KEY, llm_call_key, state_counter
+from search.engine.proposer import Child, KernelFamily, LLMJob, Proposer, RejectedEdit
 from search.numbers import ms as fmt_ms, speedup as fmt_speedup
 from search.speedup import BASELINE_FAMILY, with_speedups
 from search.engine.tuning import Tuner
 from search.evaluate.worker import EvalOutcome, EvalRequest
 
-DRIVER_RNG = "driver/proposals"
-STATUS_KEY = "driver/status"
 MAX_LOSSES = 3
 
 
@@ -169,8 +168,8 @@ class SearchLoop:
             report = self.run.tell(outcome.candidate_id, state, reason=reason, result=result)
             if report.already_recorded:
                 return
-            self.run.add_counters({"gpu_evaluations": 1, f"state/{state.value}": 1,
-                                   "busy_seconds": outcome.busy_s})
+            self.run.add_counters({C.GPU_EVALUATIONS: 1, state_counter(state.value): 1,
+                                   C.BUSY_SECONDS: outcome.busy_s})
             if self.llm_budget is not None:
                 self.llm_budget.evaluated(outcome.candidate_id)
         told = result.fitness_ms if state is State.VERIFIED else None
@@ -329,9 +328,9 @@ class SearchLoop:
             self.stats.llm_calls += 1
             made = self.proposer.finish_llm(job, reply)
             with self.run.transaction():
-                n = self.run.store.add_counters({"llm_calls": 1, "llm_prompt_tokens": reply.prompt_tokens,
-                                                 "llm_completion_tokens": reply.completion_tokens,
-                                                 "llm_cost_usd": reply.cost_usd})["llm_calls"]
+                n = self.run.store.add_counters({C.LLM_CALLS: 1, C.LLM_PROMPT_TOKENS: reply.prompt_tokens,
+                                                 C.LLM_COMPLETION_TOKENS: reply.completion_tokens,
+                                                 C.LLM_COST_USD: reply.cost_usd})[C.LLM_CALLS]
                 record = {"model": reply.model, "prompt_tokens": reply.prompt_tokens,
                           "completion_tokens": reply.completion_tokens, "cost_usd": reply.cost_usd,
                           "latency_s": round(reply.latency_s, 3), "family": job.family,
@@ -347,7 +346,7 @@ class SearchLoop:
                     kind = made.kind
                 else:
                     record["duplicate"] = True
-                self.run.store.set_json(f"llm/call/{int(n):06d}", record)
+                self.run.store.set_json(llm_call_key(int(n)), record)
                 # Counted under the model the job asked for: that is whose share and streak it moves.
                 self.llm_budget.answered(job.model, reply.prompt_tokens, reply.completion_tokens, reply.cost_usd,
                                          rejection=None if child_id else kind, child=child_id,
@@ -358,14 +357,14 @@ class SearchLoop:
         assert self.llm_budget is not None
         self.stats.llm_errors += 1
         with self.run.transaction():
-            self.run.store.add_counters({"llm_errors": 1})
+            self.run.store.add_counters({C.LLM_ERRORS: 1})
             self.llm_budget.failed(job.model, message)
         self.log(f"LLM call failed: {message}")
 
     # --- budget and status ---------------------------------------------------------------
 
     def _evals_committed(self) -> int:
-        return int(self.run.store.counter("gpu_evaluations"))
+        return int(self.run.store.counter(C.GPU_EVALUATIONS))
 
     def _check_budget(self) -> None:
         budget = self.config.budget
@@ -377,11 +376,11 @@ class SearchLoop:
             self.request_stop("time budget reached")
         if self.llm is not None and self.llm_off_reason is None:
             counters = self.run.store.counters("llm_")
-            tokens = counters.get("llm_prompt_tokens", 0) + counters.get("llm_completion_tokens", 0)
+            tokens = counters.get(C.LLM_PROMPT_TOKENS, 0) + counters.get(C.LLM_COMPLETION_TOKENS, 0)
             if budget.max_llm_tokens is not None and tokens >= budget.max_llm_tokens:
                 self.llm_off_reason = f"LLM token budget spent ({int(tokens)})"
-            elif budget.max_llm_cost_usd is not None and counters.get("llm_cost_usd", 0) >= budget.max_llm_cost_usd:
-                self.llm_off_reason = f"LLM money budget spent (${counters.get('llm_cost_usd', 0):.2f})"
+            elif budget.max_llm_cost_usd is not None and counters.get(C.LLM_COST_USD, 0) >= budget.max_llm_cost_usd:
+                self.llm_off_reason = f"LLM money budget spent (${counters.get(C.LLM_COST_USD, 0):.2f})"
             if self.llm_off_reason:
                 self.log(f"LLM mutation off: {self.llm_off_reason}")
 

@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, Protocol
 from kernels.params import ParamSpace, render_params, structure_fingerprint
 from kernels.suites import get_suite
 from population.models import Candidate, NewCandidate, Origin, canonical_params, source_hash
+from population.records import NOTE_KEY, TRIAL_KEY  # noqa: F401  (re-exported: readers used to import them here)
 from population.run import Run
 from search.config import LLMModel, RunConfig
 from search.engine.edits import SEARCH_MISMATCH, EditError
@@ -41,8 +42,6 @@ class KernelFamily(Protocol):
     def default_params(self) -> Any: ...
 
 
-NOTE_KEY = "llm/note/{cid}"
-TRIAL_KEY = "optuna/trial/{cid}"
 
 
 @dataclass

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+from population.records import C
+
 from search.engine.loop import SearchLoop
 
 
@@ -21,7 +23,7 @@ def describe_budget(max_evals: int | None, max_minutes: float | None) -> str:
 def budget_progress(loop: SearchLoop) -> str:
     """``evals 4/10  min 0.8/1.5  ETA 0.7 min`` for the loop's session right now."""
     minutes = (time.monotonic() - loop.stats.started) / 60
-    done = int(loop.run.store.counter("gpu_evaluations"))
+    done = int(loop.run.store.counter(C.GPU_EVALUATIONS))
     parts = [f"evals {done}/{loop.max_evals if loop.max_evals is not None else '-'}"]
     max_minutes = (loop.deadline - loop.stats.started) / 60 if loop.deadline is not None else None
     parts.append(f"min {minutes:.1f}/{'-' if max_minutes is None else format(max_minutes, '.1f')}")

@@ -24,6 +24,7 @@ import kernels.families as registry
 from kernels.suites import get_suite
 from population.errors import RunStoreError
 from population.models import State
+from population.records import SESSIONS_KEY, UTILIZATION_KEY, C, Session, Utilization, dump
 from population.rng import derived_rng
 from population.run import Run
 from search.evaluate.compile_ahead import evaluator_env
@@ -40,7 +41,6 @@ from search.engine.tuning import KnownOutcome, Tuner
 CONFIG_FILE = "config.yaml"
 LOG_FILE = "driver.log"
 OPTUNA_FILE = "optuna.journal"
-SESSIONS_KEY = "driver/sessions"
 
 
 class DriverError(RuntimeError):
@@ -254,10 +254,10 @@ def _record_utilization(loop: SearchLoop, pool: Any, log: Callable[[str], None])
     stats = pool.stats()
     util = pool.utilization()
     per_eval = loop.stats.driver_s / loop.stats.evaluations if loop.stats.evaluations else None
-    record = {"evaluator_busy": stats.busy_fraction, "gpu_utilization": util,
-              "driver_seconds_per_evaluation": per_eval, "evals_per_minute": loop.stats.evals_per_minute(),
-              "evaluations": loop.stats.evaluations}
-    loop.run.set_json("driver/utilization", record)
+    record = Utilization(evaluator_busy=stats.busy_fraction, gpu_utilization=util,
+                         driver_seconds_per_evaluation=per_eval, evals_per_minute=loop.stats.evals_per_minute(),
+                         evaluations=loop.stats.evaluations)
+    loop.run.set_json(UTILIZATION_KEY, dump(record))
     busy = ", ".join(f"{k} {100 * v:.0f}%" for k, v in stats.busy_fraction.items())
     gpu = ", ".join(f"{k} {100 * v:.0f}%" for k, v in util.items() if v is not None) or "n/a (no NVML)"
     log(f"evaluator busy: {busy}; GPU utilisation (NVML): {gpu}; driver overhead "
@@ -267,8 +267,8 @@ def _record_utilization(loop: SearchLoop, pool: Any, log: Callable[[str], None])
 
 def _record_session(run: Run, address: str | None) -> None:
     sessions = run.store.get_json(SESSIONS_KEY, []) or []
-    sessions.append({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
-                     "address": address or "local"})
+    sessions.append(dump(Session(pid=os.getpid(), host=socket.gethostname(), started=time.time(),
+                                 address=address or "local")))
     run.set_json(SESSIONS_KEY, sessions)
 
 
@@ -305,7 +305,7 @@ def resume(run_dir: Path, max_evals: int | None = None, max_minutes: float | Non
            address: str | None = None, console: Console | None = None) -> int:
     console = console or Console()
     config, run = open_run(run_dir)
-    done = int(run.store.counter("gpu_evaluations"))
+    done = int(run.store.counter(C.GPU_EVALUATIONS))
     budget = done + max_evals if max_evals is not None else config.budget.max_evals
     session = Session(config=config, run=run, run_dir=Path(run_dir), max_evals=budget,
                       max_minutes=max_minutes if max_minutes is not None else config.budget.max_minutes)

@@ -9,48 +9,12 @@ from rich.table import Table
 from rich.text import Text
 
 from population.models import State
-from population.store import RunStore
+from population.records import RunCounters
 from search.evaluate.budget import budget_progress
 from search.engine.loop import SearchLoop
+from search.inspect.eval_seconds import STAGES, describe_evaluation_seconds, evaluation_seconds  # noqa: F401  (re-exported)
 from search.numbers import ms as fmt_ms, speedup as fmt_speedup
 from search.speedup import BASELINE_FAMILY, with_speedups
-
-
-STAGES = ("verify", "bench", "rechecks", "profile", "compile_wait", "startup", "screen")
-
-
-def evaluation_seconds(store: RunStore, last: int = 200) -> dict[str, float]:
-    """Mean seconds per evaluation over the run's latest ``last`` results, in total and by
-    stage (``rechecks`` and ``profile`` are parts of ``bench``); empty before any result."""
-    totals = {key: 0.0 for key in ("total", *STAGES)}
-    count = 0
-    hits = compiled = 0.0
-    for cand in store.list_candidates(newest_first=True, limit=last):
-        result = store.get_result(cand.id)
-        if result is None or not result.stage_seconds or result.eval_seconds is None:
-            continue
-        count += 1
-        totals["total"] += result.eval_seconds
-        for key in STAGES:
-            totals[key] += result.stage_seconds.get(key, 0.0)
-        hits += result.jit.get("cache_hits", 0.0)
-        compiled += result.jit.get("compiled", 0.0)
-    if not count:
-        return {}
-    means = {key: value / count for key, value in totals.items()}
-    # The JIT cache hit rate of the evaluation children (precompiled kernels load from the cache).
-    means["jit_cache_hit_rate"] = hits / (hits + compiled) if hits + compiled else None  # type: ignore[assignment]
-    return means
-
-
-def describe_evaluation_seconds(means: dict[str, float]) -> str:
-    if not means:
-        return "evaluation time: no evaluation recorded yet"
-    return (f"evaluation time (mean): {means['total']:.1f} s = verify stage {means['verify']:.1f} s + bench stage "
-            f"{means['bench']:.1f} s (re-checking outputs {means['rechecks']:.1f} s, profiling "
-            f"{means['profile']:.1f} s); waiting for compile-ahead {means.get('compile_wait', 0.0):.1f} s, "
-            f"for evaluation processes {means.get('startup', 0.0):.1f} s; JIT cache hit rate "
-            + ("-" if means.get("jit_cache_hit_rate") is None else f"{100 * means['jit_cache_hit_rate']:.0f}%"))
 
 
 def best_per_family(loop: SearchLoop) -> list[tuple[str, str, float | None, float | None, int]]:
@@ -72,7 +36,7 @@ def best_per_family(loop: SearchLoop) -> list[tuple[str, str, float | None, floa
 def render(loop: SearchLoop, title: str) -> Group:
     s = loop.stats
     elapsed = time.monotonic() - s.started
-    counters = loop.run.store.counters()
+    counters = RunCounters.of(loop.run.store.counters())
     pool = loop.pool.stats()
     head = Table.grid(padding=(0, 2))
     head.add_row(
@@ -90,8 +54,7 @@ def render(loop: SearchLoop, title: str) -> Group:
         "", f"verified {s.by_state.get(State.VERIFIED.value, 0)} screened {s.by_state.get(State.SCREENED.value, 0)}",
         "failed " + (", ".join(f"{k} {v}" for k, v in sorted(failures.items())) or "0"),
         f"lost {s.lost}", f"LLM: {llm}",
-        f"tokens {int(counters.get('llm_prompt_tokens', 0) + counters.get('llm_completion_tokens', 0))} "
-        f"${counters.get('llm_cost_usd', 0):.2f}",
+        f"tokens {counters.llm_tokens} ${counters.llm_cost_usd:.2f}",
     )
     table = Table(title=None, expand=False)
     for column in ("family", "champion", "geomean ms", "speedup", "evals"):

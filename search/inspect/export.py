@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 
 from kernels.harness.screen import screen_source
 from population.models import State
-from search.inspect.view import RunView, best_overall, best_per_shape
+from search.inspect.best import best_overall, best_per_shape
+from search.inspect.view import RunView
 
 
 class ExportError(ValueError):

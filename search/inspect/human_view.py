@@ -8,15 +8,14 @@ the report; works on a running and on a stopped run.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from population.events import (EventKind, EventOutcome, HumanEvent, OutcomeStatus, active, describe, is_paused,
-                               notes_by_candidate, read_events, read_outcomes)
-from population.run import DISPUTED_KEY
-from population.store import RunStore
+                               notes_by_candidate)
+from population.records import DISPUTED_KEY
+from population.snapshot import RunSnapshot
 
 
 @dataclass
@@ -27,17 +26,14 @@ class HumanView:
     focus: dict[str, Any] | None = None  # a focused run's objective and progress (search/engine/focus.py)
 
     @classmethod
-    def load(cls, store: RunStore) -> HumanView:
+    def from_snapshot(cls, snapshot: RunSnapshot) -> HumanView:
         from search.config import FocusConfig
-        from search.engine.focus import progress_from_store
+        from search.engine.focus import progress_from_snapshot
 
-        with store.read():
-            events = read_events(store.connection)
-            outcomes = read_outcomes(store.connection)
-            disputed = store.get_json(DISPUTED_KEY, {}) or {}
-            config = json.loads(store.config_json() or "{}")
-            focus = progress_from_store(store, FocusConfig.model_validate(config.get("focus") or {}))
-        return cls(events, outcomes, {cid for ids in disputed.values() for cid in ids}, focus)
+        disputed = snapshot.get(DISPUTED_KEY, {})
+        focus = progress_from_snapshot(snapshot, FocusConfig.model_validate(snapshot.config.get("focus") or {}))
+        return cls(list(snapshot.events), dict(snapshot.outcomes), {cid for ids in disputed.values() for cid in ids},
+                   focus)
 
     def _ok(self, events: list[HumanEvent]) -> list[HumanEvent]:
         """Events the driver did not refuse (a stopped run's events count: they apply on resume)."""

@@ -1,160 +1,76 @@
 """A run as plain data, for ``champions``, ``lineage``, ``show``, ``report`` and ``export``.
 
-:class:`RunView` reads a run store once (one read snapshot, read-only, so it works
-while the run is still writing) and answers every question those commands ask:
-champions, best per case, lineage nodes with speedups and champion marks, progress
-series, failure reasons, run metadata.  Speedups are computed here, at display
-time, against the champion of the ``torch_geqrf`` family of the same run (results
-stored before that baseline finished have none of their own).
+:class:`RunView` answers every question those commands ask from one read snapshot of
+the run store (:meth:`population.store.RunStore.snapshot`, read-only, so it works
+while the run is still writing): champions, best per case, progress series, failure
+reasons, run metadata; the lineage views are :mod:`search.inspect.lineage_view`'s and
+the best-per-shape questions :mod:`search.inspect.best`'s.  Speedups come from the
+snapshot (computed there once, against the champion of the ``torch_geqrf`` family of the
+same run; results stored before that baseline finished have none of their own).
 """
 
 from __future__ import annotations
 
-import json
-import math
 import re
 import time
-from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from kernels.floors import floors
 from kernels.suites import Case, get_suite
-from population.models import Candidate, EvalResult, Origin, State, id_sort_key, result_from_json
+from population.lineage import Lineage
+from population.models import Candidate, EvalResult, State, id_sort_key
+from population.records import BASELINE_FAMILY, LLM_STATE_KEY, NOTE_KEY, TRIAL_KEY, evals_key
+from population.snapshot import RunSnapshot
 from population.store import RunStore
-from population.store_rows import ChampionEntry
-from search.engine.llm_budget import STATE_KEY as LLM_MODEL_STATE_KEY
 from search.engine.llm_budget import model_ledger
+from search.inspect.best import CASE_NAME, best_overall, best_per_shape, case_shape, route_groups
 from search.inspect.human_view import HumanView
-from search.engine.loop import STATUS_KEY
-from search.engine.proposer import NOTE_KEY, TRIAL_KEY
+from search.inspect.lineage_view import Item, LineageViews, Node
 from search.inspect.sessions import session_seconds
-from search.speedup import BASELINE_FAMILY, with_speedups
 
-SESSIONS_KEY = "driver/sessions"
-_CASE_NAME = re.compile(r"^(?P<case>[a-z]+)-(?P<batch>\d+)x(?P<n>\d+)-c(?P<cond>[0-9.e+-]+)$")
+# Re-exported: the views' users import these from here.
+__all__ = ["InspectError", "Item", "Node", "RunView", "best_overall", "best_per_shape", "case_shape",
+           "normalize_reason", "route_groups"]
 
 
 class InspectError(ValueError):
     """A question about a run that has no answer (unknown candidate or family); one line for people."""
 
 
-def case_shape(name: str, suite: dict[str, Case] | None = None) -> tuple[int, int] | None:
-    """(batch, n) of a benchmark case, from its suite or else from its name (``dense-640x512-c2``)."""
-    if suite and name in suite:
-        return suite[name].batch, suite[name].n
-    m = _CASE_NAME.match(name)
-    return (int(m["batch"]), int(m["n"])) if m else None
+class RunView(LineageViews):
+    """Everything the inspection commands need, from one snapshot of a run store."""
 
-
-def _gm(values: list[float]) -> float | None:
-    vals = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
-    if not vals or len(vals) != len(values):
-        return None
-    return math.exp(sum(math.log(v) for v in vals) / len(vals))
-
-
-@dataclass(frozen=True)
-class Node:
-    """One candidate as the lineage views show it."""
-
-    id: str
-    family: str
-    origin: str
-    state: str
-    reason: str
-    parent_ids: tuple[str, ...]
-    generation: int
-    fitness_ms: float | None
-    speedup: float | None
-    champion: bool  # was champion of its family at some point
-    current: bool  # is the champion now
-    told_seq: int | None
-    human: tuple[str, ...] = ()  # the engineer's marks: promoted, disputed, retired, notes
-
-    @property
-    def failed(self) -> bool:
-        return State(self.state).is_failure
-
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "family": self.family, "origin": self.origin, "state": self.state,
-                "reason": self.reason, "parent_ids": list(self.parent_ids), "generation": self.generation,
-                "fitness_ms": self.fitness_ms, "speedup": self.speedup, "champion": self.champion,
-                "current_champion": self.current, "told_seq": self.told_seq, "human": list(self.human)}
-
-
-@dataclass
-class Item:
-    """One line of a displayed lineage tree: a node, a collapsed run of failed leaves,
-    or the descendants hidden below the depth limit."""
-
-    kind: str  # "node" | "failed" | "hidden" | "seen"
-    node: Node | None = None
-    children: list["Item"] = field(default_factory=list)
-    ids: tuple[str, ...] = ()
-    by_state: dict[str, int] = field(default_factory=dict)
-    champions: int = 0
-    best_speedup: float | None = None
-    edge: str = "parent"  # for ancestry: "parent" | "second parent"
-
-    @property
-    def count(self) -> int:
-        return len(self.ids)
-
-
-class RunView:
-    """Everything the inspection commands need, read from a run store in one snapshot."""
-
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, snapshot: RunSnapshot | None = None) -> None:
         self.run_dir = Path(run_dir)
-        with RunStore.open(self.run_dir, readonly=True, integrity=False) as store:
-            with store.read():
-                self._load(store)
-        self._finish()
-
-    # --- loading --------------------------------------------------------------------------
-
-    def _load(self, store: RunStore) -> None:
-        self.config: dict[str, Any] = json.loads(store.config_json() or "{}")
-        self.candidates: list[Candidate] = store.list_candidates()
-        conn = store.connection
-        self.told: dict[str, int] = {cid: seq for cid, seq in conn.execute(
-            "SELECT id, told_seq FROM candidates WHERE told_seq IS NOT NULL")}
-        self.own_results: dict[str, EvalResult] = {
-            cid: result_from_json(body) for cid, body in conn.execute("SELECT candidate_id, body FROM results")}
-        self.history: list[ChampionEntry] = store.champion_history()
-        self.current: dict[str, str] = store.current_champion_ids()
-        self.counters: dict[str, int | float] = store.counters()
-        self.status: dict[str, Any] = store.get_json(STATUS_KEY) or {}
-        self.sessions: list[dict[str, Any]] = store.get_json(SESSIONS_KEY, []) or []
-        self.notes: dict[str, str] = {}
-        self.trials: dict[str, Any] = {}
-        note_prefix, trial_prefix = NOTE_KEY.split("{")[0], TRIAL_KEY.split("{")[0]
-        self.llm_calls: list[dict[str, Any]] = []
-        self.llm_states: dict[str, Any] = {}  # per model: streak, back-off, pause (search.engine.llm_budget)
-        llm_state_prefix = LLM_MODEL_STATE_KEY.split("{")[0]
-        for key, value in conn.execute("SELECT key, value FROM kv WHERE key LIKE 'llm/%' OR key LIKE 'optuna/%'"):
-            if key.startswith(note_prefix):
-                self.notes[key[len(note_prefix):]] = json.loads(value)
-            elif key.startswith(trial_prefix):
-                self.trials[key[len(trial_prefix):]] = json.loads(value)
-            elif key.startswith("llm/call/"):
-                self.llm_calls.append(json.loads(value))
-            elif key.startswith(llm_state_prefix):
-                self.llm_states[key[len(llm_state_prefix):]] = json.loads(value)
-        self.sources: dict[str, str] = {sha: text for sha, text in conn.execute("SELECT sha256, text FROM blobs")}
-        self.human = HumanView.load(store)  # the engineer's events (search/inspect/human_view.py)
-
-    def _finish(self) -> None:
-        self.by_id: dict[str, Candidate] = {c.id: c for c in self.candidates}
+        if snapshot is None:
+            with RunStore.open(self.run_dir, readonly=True, integrity=False) as store:
+                snapshot = store.snapshot()
+        snap = self.snapshot = snapshot
+        # The snapshot's records under the names the commands have always used.
+        self.config: dict[str, Any] = snap.config
+        self.candidates: list[Candidate] = list(snap.candidates)
+        self.told = snap.told
+        self.own_results = snap.stored_results  # as stored; ``results`` has the speedups
+        self.results: dict[str, EvalResult] = snap.results
+        self.history = list(snap.history)
+        self.current = snap.current
+        self.counters = snap.counters
+        self.status = snap.status
+        self.sessions = snap.sessions
+        self.llm_calls = snap.llm_calls
+        self.notes: dict[str, str] = snap.entries(NOTE_KEY)
+        self.trials: dict[str, Any] = snap.entries(TRIAL_KEY)
+        self.llm_states: dict[str, Any] = snap.entries(LLM_STATE_KEY)  # per model: streak, back-off, pause
+        self.sources = snap.sources
+        self.human = HumanView.from_snapshot(snap)  # the engineer's events (search/inspect/human_view.py)
+        self.by_id: dict[str, Candidate] = snap.by_id
+        self.lineage = Lineage(snap)
+        self.children = self.lineage.children
         self.ever_champion: set[str] = {e.change.candidate_id for e in self.history}
-        base_id = self.current.get(BASELINE_FAMILY)
-        self.baseline_id: str | None = base_id
-        self.baseline: EvalResult | None = self.own_results.get(base_id) if base_id else None
-        self.results: dict[str, EvalResult] = {}
-        for cid, result in self.own_results.items():
-            self.results[cid] = with_speedups(result, self.baseline) if self.baseline else result
+        self.baseline_id: str | None = snap.baseline_id
+        self.baseline: EvalResult | None = snap.baseline
         evaluation = self.config.get("evaluation", {}) or {}
         self.bench_suite_name: str = evaluation.get("bench_suite", "")
         self.verify_suite_name: str = evaluation.get("verify_suite", "")
@@ -162,10 +78,6 @@ class RunView:
             self.bench_cases: dict[str, Case] = {c.name: c for c in get_suite(self.bench_suite_name)}
         except KeyError:
             self.bench_cases = {}
-        self.children: dict[str, list[str]] = defaultdict(list)
-        for c in self.candidates:
-            if c.parent_ids and c.parent_ids[0] in self.by_id:
-                self.children[c.parent_ids[0]].append(c.id)
 
     # --- single candidates ------------------------------------------------------------------
 
@@ -186,38 +98,18 @@ class RunView:
 
     def original(self, cid: str) -> Candidate:
         """A migrant copy's original (same code, measured once); anything else itself."""
-        cand = self.by_id[cid]
-        while cand.origin is Origin.MIGRATION and cand.parent_ids and cand.parent_ids[0] in self.by_id:
-            cand = self.by_id[cand.parent_ids[0]]
-        return cand
+        return self.snapshot.original(cid)
 
     def result(self, cid: str) -> EvalResult | None:
         """The measurement behind a candidate (a migrant's original's), with speedups."""
-        return self.results.get(self.original(cid).id)
+        return self.snapshot.result(cid)
 
     def speedup(self, cid: str) -> float | None:
         result = self.result(cid)
         return result.speedup if result is not None and self.by_id[cid].state is State.VERIFIED else None
 
     def source(self, cid: str) -> str:
-        sha = self.by_id[cid].source_sha256
-        return self.sources[sha]
-
-    def node(self, cid: str) -> Node:
-        c = self.by_id[cid]
-        return Node(id=c.id, family=c.family, origin=c.origin.value, state=c.state.value, reason=c.reason,
-                    parent_ids=tuple(c.parent_ids), generation=c.generation, fitness_ms=c.fitness_ms,
-                    speedup=self.speedup(cid), champion=cid in self.ever_champion,
-                    current=self.current.get(c.family) == cid, told_seq=self.told.get(cid),
-                    human=self.human_marks(c))
-
-    def human_marks(self, c: Candidate) -> tuple[str, ...]:
-        h = self.human
-        notes = len(h.notes().get(c.id, []))
-        marks = [("promoted", c.id in h.promoted_ids()), ("disputed", c.id in h.disputed),
-                 ("retired structure", f"{c.family}/{c.fingerprint}" in h.retired_structures()),
-                 (f"{notes} note{'s' if notes > 1 else ''}", notes > 0)]
-        return tuple(name for name, on in marks if on)
+        return self.snapshot.source(cid)
 
     # --- families and champions -------------------------------------------------------------
 
@@ -248,7 +140,7 @@ class RunView:
                 "candidates": len(cands), "verified": states.get(State.VERIFIED.value, 0),
                 "failed": sum(v for k, v in states.items() if State(k).is_failure),
                 "in_flight": sum(v for k, v in states.items() if State(k).is_in_flight),
-                "evaluations": int(self.counters.get(f"evals/{family}", 0)),
+                "evaluations": int(self.counters.get(evals_key(family), 0)),
                 "champion_changes": len(history), "chain": [e.change.candidate_id for e in history],
             }
             if cid is not None:
@@ -295,11 +187,10 @@ class RunView:
                     best = (outcome.median_ms, id_sort_key(c.id), c, outcome)
             row: dict[str, Any] = {"case": name, "baseline_ms": base.get(name), "candidate": None}
             if best is not None:
-                _, _, cand, outcome = best
-                b = base.get(name)
+                _, _, cand, outcome = best  # from ``results``: its speedup is the snapshot's
                 row.update(candidate=cand.id, family=cand.family, median_ms=outcome.median_ms,
                            min_ms=outcome.min_ms, max_ms=outcome.max_ms,
-                           speedup=b / outcome.median_ms if b else None, residuals=dict(outcome.residuals))
+                           speedup=outcome.speedup, residuals=dict(outcome.residuals))
                 case = self.bench_cases.get(name)
                 if case is not None and on_gpu:
                     fl = floors(case)
@@ -327,10 +218,7 @@ class RunView:
         return {}
 
     def started(self) -> float | None:
-        starts = [s["started"] for s in self.sessions if isinstance(s, dict) and s.get("started")]
-        if starts:
-            return min(starts)
-        return min((c.created_at for c in self.candidates), default=None)
+        return self.snapshot.started()
 
     def finished_at(self, cid: str) -> float:
         result = self.own_results.get(cid)
@@ -339,24 +227,22 @@ class RunView:
         return self.by_id[cid].updated_at
 
     def metadata(self) -> dict[str, Any]:
-        counters = self.counters
+        counters = self.snapshot.run_counters
         states = Counter(c.state.value for c in self.candidates)
         started = self.started()
-        updated = self.status.get("updated")
-        state = self.status.get("state", "created")
+        updated = self.status.updated
+        state = self.status.shown_state(time.time())
         elapsed = session_seconds(self.sessions, updated)
-        if state == "running" and (updated is None or time.time() - updated > 30):
-            state = "stopped (no heartbeat)"
         cfg = self.config
         llm = cfg.get("llm", {}) or {}
-        models: Counter = Counter(call.get("model", "?") for call in self.llm_calls)
+        models: Counter = Counter(call.model for call in self.llm_calls)
         return {
             "run_dir": str(self.run_dir), "name": cfg.get("name"), "state": state,
-            "stop_reason": self.status.get("stop_reason"), "started": started, "last_update": updated,
+            "stop_reason": self.status.stop_reason, "started": started, "last_update": updated,
             "elapsed_minutes": None if elapsed is None else elapsed / 60,
             "sessions": len(self.sessions), "device": self.device(), "versions": self.versions(),
             "candidates": len(self.candidates), "states": dict(sorted(states.items())),
-            "evaluations": int(counters.get("gpu_evaluations", 0)),
+            "evaluations": counters.gpu_evaluations,
             "baseline": {"candidate": self.baseline_id,
                          "geomean_ms": self.baseline.geomean_ms if self.baseline else None},
             "config": {
@@ -367,11 +253,11 @@ class RunView:
                 "llm_models": [m.get("name") for m in llm.get("models", []) if isinstance(m, dict)],
                 "llm_endpoint": llm.get("base_url"),
             },
-            "llm": {"calls": int(counters.get("llm_calls", 0)), "errors": int(counters.get("llm_errors", 0)),
-                    "prompt_tokens": int(counters.get("llm_prompt_tokens", 0)),
-                    "completion_tokens": int(counters.get("llm_completion_tokens", 0)),
-                    "cost_usd": float(counters.get("llm_cost_usd", 0.0)), "by_model": dict(models),
-                    "models": model_ledger(counters, self.llm_states)},
+            "llm": {"calls": counters.llm_calls, "errors": counters.llm_errors,
+                    "prompt_tokens": counters.llm_prompt_tokens,
+                    "completion_tokens": counters.llm_completion_tokens,
+                    "cost_usd": float(counters.llm_cost_usd), "by_model": dict(models),
+                    "models": model_ledger(self.counters, self.llm_states)},
         }
 
     # --- progress and failures ----------------------------------------------------------------
@@ -421,172 +307,13 @@ class RunView:
         reasons = sorted(groups.values(), key=lambda g: (-g["count"], g["state"], g["reason"]))
         return {"total": sum(by_state.values()), "by_state": dict(by_state.most_common()), "reasons": reasons}
 
-    # --- lineage ---------------------------------------------------------------------------
-
-    def roots(self, family: str) -> list[str]:
-        """Roots of a family's tree: seeds, and candidates whose first parent is in another family."""
-        return [c.id for c in self.candidates if c.family == family
-                and not (c.parent_ids and c.parent_ids[0] in self.by_id
-                         and self.by_id[c.parent_ids[0]].family == family)]
-
-    def tree_children(self, cid: str) -> list[str]:
-        """Children under ``cid`` in its family tree (a crossover hangs under its first parent)."""
-        fam = self.by_id[cid].family
-        return [k for k in self.children.get(cid, ()) if self.by_id[k].family == fam]
-
-    def subtree_ids(self, cid: str) -> list[str]:
-        out, stack = [], [cid]
-        while stack:
-            x = stack.pop()
-            out.append(x)
-            stack.extend(self.tree_children(x))
-        return out
-
-    def ancestor_ids(self, cid: str) -> list[str]:
-        """Every ancestor through both parents, newest first."""
-        seen: set[str] = set()
-        stack = list(self.by_id[cid].parent_ids)
-        while stack:
-            p = stack.pop()
-            if p in seen or p not in self.by_id:
-                continue
-            seen.add(p)
-            stack.extend(self.by_id[p].parent_ids)
-        return sorted(seen, key=id_sort_key, reverse=True)
-
-    def family_items(self, family: str, depth: int | None = None, collapse: int = 2) -> list[Item]:
-        """The family's trees as display items: runs of ``collapse`` or more failed leaves
-        among a node's children become one item, and what lies below ``depth`` one item."""
-        return [self._item(r, 0, depth, collapse) for r in self.roots(family)]
-
-    def _item(self, root: str, level0: int, depth: int | None, collapse: int) -> Item:
-        # Iterative (pre-order through an explicit stack): a lineage can be thousands deep.
-        top = Item(kind="node", node=self.node(root), ids=(root,))
-        stack: list[tuple[Item, str, int]] = [(top, root, level0)]
-        while stack:
-            item, cid, level = stack.pop()
-            kids = self.tree_children(cid)
-            if depth is not None and level >= depth:
-                if kids:
-                    item.children.append(self._hidden([k for kid in kids for k in self.subtree_ids(kid)]))
-                continue
-            expand: list[tuple[Item, str, int]] = []
-            run: list[str] = []
-            for kid in [*kids, None]:
-                if kid is not None and self.by_id[kid].state.is_failure and not self.tree_children(kid):
-                    run.append(kid)
-                    continue
-                if collapse and len(run) >= collapse:
-                    states = Counter(self.by_id[k].state.value for k in run)
-                    item.children.append(Item(kind="failed", ids=tuple(run), by_state=dict(states.most_common())))
-                    run = []
-                for k in [*run, *([kid] if kid is not None else [])]:
-                    child = Item(kind="node", node=self.node(k), ids=(k,))
-                    item.children.append(child)
-                    expand.append((child, k, level + 1))
-                run = []
-            stack.extend(reversed(expand))
-        return top
-
-    def _hidden(self, ids: list[str]) -> Item:
-        speeds = [s for s in (self.speedup(k) for k in ids) if s is not None]
-        return Item(kind="hidden", ids=tuple(ids), champions=sum(k in self.ever_champion for k in ids),
-                    by_state=dict(Counter(self.by_id[k].state.value for k in ids).most_common()),
-                    best_speedup=max(speeds) if speeds else None)
-
-    def ancestry_item(self, cid: str, depth: int | None = None) -> Item:
-        """The candidate with its parents as children, their parents below them, and so on
-        (an ancestor reached twice through crossovers is shown once, then marked ``seen``)."""
-        seen: set[str] = set()
-        top = Item(kind="node", node=self.node(cid), ids=(cid,), edge="self")
-        stack: list[tuple[Item, str, int]] = [(top, cid, 0)]
-        while stack:  # pre-order, so the first occurrence in display order is the full one
-            item, x, level = stack.pop()
-            if x in seen:
-                item.kind = "seen"
-                continue
-            seen.add(x)
-            parents = [p for p in self.by_id[x].parent_ids if p in self.by_id]
-            if depth is not None and level >= depth:
-                above: set[str] = set()
-                for p in parents:
-                    above.add(p)
-                    above.update(self.ancestor_ids(p))
-                if above:
-                    item.children.append(self._hidden(sorted(above, key=id_sort_key)))
-                continue
-            expand = []
-            for i, p in enumerate(parents):
-                child = Item(kind="node", node=self.node(p), ids=(p,), edge="parent" if i == 0 else "second parent")
-                item.children.append(child)
-                expand.append((child, p, level + 1))
-            stack.extend(reversed(expand))
-        return top
-
-    def lineage_json(self, family: str | None = None, candidate: str | None = None,
-                     depth: int | None = None) -> dict[str, Any]:
-        """Lineage as data, uncollapsed: nodes with their tree children, roots, and for the
-        ancestry of a candidate its ancestors (newest first) and every parent edge."""
-        if candidate is not None:
-            cid = self.resolve(candidate).id
-            anc = self.ancestor_ids(cid)
-            if depth is not None:
-                keep, frontier = {cid}, [cid]
-                for _ in range(depth):
-                    frontier = [p for x in frontier for p in self.by_id[x].parent_ids if p in self.by_id]
-                    keep.update(frontier)
-                anc = [a for a in anc if a in keep]
-            ids = [cid, *anc]
-            edges = [{"parent": p, "child": x, "kind": "parent" if i == 0 else "second parent"}
-                     for x in ids for i, p in enumerate(self.by_id[x].parent_ids) if p in ids]
-            return {"run_dir": str(self.run_dir), "candidate": cid, "ancestors": anc,
-                    "nodes": [self.node(x).to_json() for x in ids], "edges": edges}
-        families = [self.check_family(family)] if family else self.families()
-        out: dict[str, Any] = {"run_dir": str(self.run_dir), "families": {}}
-        for fam in families:
-            nodes: list[dict[str, Any]] = []
-            roots = self.roots(fam)
-            stack = [(r, 0) for r in reversed(roots)]
-            while stack:
-                x, level = stack.pop()
-                data = self.node(x).to_json()
-                kids = self.tree_children(x)
-                data["depth"] = level
-                if depth is not None and level >= depth:
-                    data["children"] = []
-                    data["hidden_descendants"] = sum(len(self.subtree_ids(k)) for k in kids)
-                else:
-                    data["children"] = kids
-                    stack.extend((k, level + 1) for k in reversed(kids))
-                nodes.append(data)
-            out["families"][fam] = {"roots": roots, "champion": self.current.get(fam),
-                                    "chain": [e.change.candidate_id for e in self.history if e.change.family == fam],
-                                    "nodes": nodes}
-        return out
-
-    def champion_graph(self, family: str) -> tuple[list[str], list[tuple[str, str]]]:
-        """The champions of a family and every ancestor linking them (within the family):
-        node ids in creation order and first-parent edges, for the report's chain graph."""
-        chain = [e.change.candidate_id for e in self.history if e.change.family == family]
-        keep: set[str] = set()
-        for cid in chain:
-            x: str | None = cid
-            while x is not None and x in self.by_id and x not in keep and self.by_id[x].family == family:
-                keep.add(x)
-                parents = self.by_id[x].parent_ids
-                x = parents[0] if parents else None
-        ids = sorted(keep, key=id_sort_key)
-        edges = [(self.by_id[x].parent_ids[0], x) for x in ids if self.by_id[x].parent_ids
-                 and self.by_id[x].parent_ids[0] in keep]
-        return ids, edges
-
 
 def normalize_reason(reason: str) -> tuple[str, str | None]:
     """(reason with its case name and candidate ids taken out, the case name) for grouping."""
     line = (reason or "").strip().splitlines()[0] if reason and reason.strip() else "(no reason)"
     case = None
     m = re.match(r"^(verify|bench) (\S+?): (.*)$", line)
-    if m and _CASE_NAME.match(m[2]):
+    if m and CASE_NAME.match(m[2]):
         case = m[2]
         line = f"{m[1]} <case>: {m[3]}"
     line = re.sub(r"\bc\d{7,}\b", "<id>", line)
@@ -610,55 +337,3 @@ def _cases_json(result: EvalResult | None) -> list[dict[str, Any]]:
         return []
     return [{"case": o.case, "status": o.status.value, "median_ms": o.median_ms, "baseline_ms": o.baseline_ms,
              "speedup": o.speedup, "residuals": dict(o.residuals)} for o in result.cases]
-
-
-def route_groups(view: RunView) -> dict[tuple[int, int], list[str]]:
-    """Benchmark cases grouped by input shape (batch, n), in suite order."""
-    groups: dict[tuple[int, int], list[str]] = {}
-    for name in view.case_names():
-        shape = case_shape(name, view.bench_cases)
-        if shape is not None:
-            groups.setdefault(shape, []).append(name)
-    return groups
-
-
-def best_per_shape(view: RunView, families: list[str] | None = None,
-                   only: set[str] | None = None) -> list[dict[str, Any]]:
-    """Per input shape, the verified candidate with the smallest geomean over that shape's
-    cases (every one of them passed and timed); ties go to the older candidate."""
-    rows = []
-    base = {o.case: o.median_ms for o in view.baseline.cases} if view.baseline else {}
-    for shape, names in route_groups(view).items():
-        best: tuple[float, tuple, str] | None = None
-        for c in view.verified(families, only):
-            times = {o.case: o.median_ms for o in view.results[c.id].cases
-                     if o.status.value == "ok" and o.median_ms}
-            gm = _gm([times.get(n) for n in names])  # type: ignore[misc]
-            if gm is None:
-                continue
-            key = (gm, id_sort_key(c.id), c.id)
-            if best is None or key < best:
-                best = key
-        base_gm = _gm([base.get(n) for n in names]) if base else None  # type: ignore[misc]
-        rows.append({"batch": shape[0], "n": shape[1], "cases": names,
-                     "candidate": best[2] if best else None,
-                     "family": view.by_id[best[2]].family if best else None,
-                     "geomean_ms": best[0] if best else None, "baseline_ms": base_gm,
-                     "speedup": base_gm / best[0] if best and base_gm else None})
-    return rows
-
-
-def best_overall(view: RunView, families: list[str] | None = None, only: set[str] | None = None) -> Candidate | None:
-    """The verified candidate with the best geomean over the whole benchmark suite.
-
-    Only candidates timed on every case qualify (a family timed on its size domain does not);
-    ``only``: just these ids (e.g. the promoted ones); without one among ``families``, the torch.geqrf reference, which is timed on every case."""
-    names = set(view.case_names())
-
-    def whole(c: Candidate) -> bool:
-        return names <= {o.case for o in view.results[c.id].cases if o.status.value == "ok" and o.median_ms}
-
-    cands = [c for c in view.verified(families, only) if whole(c)]
-    if not cands and view.baseline_id is not None:
-        cands = [c for c in view.verified([BASELINE_FAMILY]) if whole(c)]
-    return min(cands, key=lambda c: (c.fitness_ms, id_sort_key(c.id))) if cands else None

@@ -21,7 +21,7 @@ import torch
 from pydantic import ValidationError
 
 from kernels.candidate import load_candidate, materialize
-from kernels.contract import generate_input
+from kernels.inputs import generate_input
 from kernels.families import BASELINE_PATH, FAMILIES, FAMILIES_DIR, RegisteredFamily, get_family
 from kernels.harness.screen import screen_source
 from kernels.params import ParamSpace, read_params, render_params, structure_fingerprint

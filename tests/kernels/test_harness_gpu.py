@@ -37,7 +37,7 @@ def test_illegal_address_ends_the_process_and_is_reported():
 def test_fast_q_matches_householder_product_on_the_gpu(batch, n):
     import torch
 
-    from kernels.contract import generate_input
+    from kernels.inputs import generate_input
     from kernels.verify import householder_q64, verify_qr
 
     a = generate_input(batch, n, 2, seed=11, case="mixed", device="cuda")

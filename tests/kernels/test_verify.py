@@ -3,7 +3,8 @@ import math
 import pytest
 import torch
 
-from kernels.contract import EPS32, generate_input
+from kernels.contract import EPS32
+from kernels.inputs import generate_input
 from kernels.verify import householder_q64, verify_qr
 from tests.kernels.qr_reference import householder_qr
 

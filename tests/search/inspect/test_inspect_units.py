@@ -422,7 +422,7 @@ def test_composite_of_triton_families_runs_in_the_interpreter(monkeypatch, tmp_p
     """The real Triton families, renamed into one module: @triton.jit kernels calling each other
     by their new names still compile and give a correct QR (Triton's interpreter on CPU)."""
     from kernels.candidate import load_candidate, materialize
-    from kernels.contract import generate_input
+    from kernels.inputs import generate_input
     from kernels.families import FAMILIES_DIR
     from kernels.verify import verify_qr
 

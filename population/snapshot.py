@@ -1,0 +1,145 @@
+"""A run as frozen, in-memory data: what ``status``, ``champions``, ``lineage`` and the report read.
+
+:meth:`RunStore.snapshot` reads every table the readers need inside one read
+transaction, so the picture is consistent even while a driver is writing, and the
+readers never touch SQL.  Lineage questions over it are answered in memory by
+:mod:`population.lineage` (``snapshot_*`` functions).
+
+Speedups are computed here and only here for readers: a result is stored with its times,
+and :attr:`RunSnapshot.results` fills in per-case and overall speedups against the
+current champion of the baseline family (:data:`population.records.BASELINE_FAMILY`) of
+the same run.  A run without a baseline result yet shows the results as stored.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from population.events import EventOutcome, HumanEvent
+from population.models import Candidate, EvalResult, Origin
+from population.records import (BASELINE_FAMILY, LLM_CALL_PREFIX, SESSIONS_KEY, STATUS_KEY, DriverStatus, LLMCall,
+                                RunCounters, Session, parse, prefix_of)
+from population.speedup import with_speedups
+from population.store_rows import ChampionEntry
+
+if TYPE_CHECKING:
+    from population.store import RunStore
+
+
+@dataclass(frozen=True)
+class RunSnapshot:
+    """One consistent read of a run store.  Frozen: the readers share it and never write back.
+
+    Mappings are plain dicts for speed (a run has thousands of candidates); treat them as
+    read-only."""
+
+    run_dir: Path
+    config_json: str  # the run config exactly as given to ``create`` ("" for none)
+    candidates: tuple[Candidate, ...]  # in creation order
+    told: Mapping[str, int]  # candidate id -> the evaluation number at which it finished
+    stored_results: Mapping[str, EvalResult]  # candidate id -> its own result, as stored
+    history: tuple[ChampionEntry, ...]  # champion changes, oldest first
+    current: Mapping[str, str]  # family -> current champion id
+    counters: Mapping[str, int | float]
+    kv: Mapping[str, Any]  # every key/value entry but the config (keys: population/records.py)
+    sources: Mapping[str, str]  # sha256 -> source text
+    events: tuple[HumanEvent, ...]  # the engineer's events, oldest first
+    outcomes: Mapping[int, EventOutcome]  # event seq -> what the driver made of it
+    taken_at: float  # wall clock of the read (heartbeats are judged against it)
+
+    # --- derived, computed once on first use --------------------------------------------------
+
+    @cached_property
+    def config(self) -> dict[str, Any]:
+        return json.loads(self.config_json or "{}")
+
+    @cached_property
+    def by_id(self) -> dict[str, Candidate]:
+        return {c.id: c for c in self.candidates}
+
+    @property
+    def baseline_id(self) -> str | None:
+        return self.current.get(BASELINE_FAMILY)
+
+    @property
+    def baseline(self) -> EvalResult | None:
+        """The baseline champion's result (the speedup reference), as stored."""
+        base = self.baseline_id
+        return self.stored_results.get(base) if base else None
+
+    @cached_property
+    def results(self) -> dict[str, EvalResult]:
+        """Every candidate's own result with speedups against this run's baseline: the one place
+        readers get speedups from."""
+        base = self.baseline
+        if base is None:
+            return dict(self.stored_results)
+        return {cid: with_speedups(r, base) for cid, r in self.stored_results.items()}
+
+    def original(self, cid: str) -> Candidate:
+        """A migrant copy's original (same code, measured once); anything else itself."""
+        cand = self.by_id[cid]
+        while cand.origin is Origin.MIGRATION and cand.parent_ids and cand.parent_ids[0] in self.by_id:
+            cand = self.by_id[cand.parent_ids[0]]
+        return cand
+
+    def result(self, cid: str) -> EvalResult | None:
+        """The measurement behind a candidate (a migrant's original's), with speedups."""
+        return self.results.get(self.original(cid).id)
+
+    def source(self, cid: str) -> str:
+        return self.sources[self.by_id[cid].source_sha256]
+
+    # --- the driver's records (population/records.py) -----------------------------------------
+
+    @cached_property
+    def status(self) -> DriverStatus:
+        return parse(DriverStatus, self.kv.get(STATUS_KEY))
+
+    @cached_property
+    def sessions(self) -> tuple[Session, ...]:
+        return tuple(parse(Session, s) for s in self.kv.get(SESSIONS_KEY) or [] if isinstance(s, dict))
+
+    @cached_property
+    def run_counters(self) -> RunCounters:
+        return RunCounters.of(self.counters)
+
+    @cached_property
+    def llm_calls(self) -> tuple[LLMCall, ...]:
+        return tuple(parse(LLMCall, v) for k, v in sorted(self.kv.items())
+                     if k.startswith(LLM_CALL_PREFIX) and isinstance(v, dict))
+
+    def entries(self, template: str) -> dict[str, Any]:
+        """Entries of one key template, by the part after its prefix
+        (``entries(NOTE_KEY)`` -> ``{candidate id: note}``)."""
+        prefix = prefix_of(template)
+        return {k[len(prefix):]: v for k, v in self.kv.items() if k.startswith(prefix)}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self.kv.get(key)
+        return default if value is None else value
+
+    def started(self) -> float | None:
+        """When the run started: its first session, else its first candidate."""
+        starts = [s.started for s in self.sessions if s.started]
+        if starts:
+            return min(starts)
+        return min((c.created_at for c in self.candidates), default=None)
+
+
+def read_snapshot(store: RunStore) -> RunSnapshot:
+    """Read a snapshot through the store's API, in one read transaction."""
+    with store.read():
+        return RunSnapshot(
+            run_dir=store.run_dir, config_json=store.config_json() or "",
+            candidates=tuple(store.list_candidates()), told=store.told_seqs(), stored_results=store.results(),
+            history=tuple(store.champion_history()), current=store.current_champion_ids(),
+            counters=store.counters(), kv=store.kv_items(), sources=store.sources(),
+            events=tuple(store.events()), outcomes=store.outcomes(),
+            taken_at=time.time())
