@@ -7,10 +7,8 @@ the baseline family.  Pure data, so it lives beside the models it fills in.
 
 from __future__ import annotations
 
-from population.outcomes import geomean
-
-
 from population.models import EvalResult
+from population.outcomes import geomean
 
 __all__ = ["with_speedups"]
 
