@@ -20,11 +20,11 @@ import collections
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, NamedTuple
+from typing import Callable, Mapping
 
 from kernels.suites import get_suite
 from population.errors import InvalidTransition
-from population.models import Candidate, EvalResult, NewCandidate, Origin, State
+from population.models import Candidate, EvalResult, Origin, State
 from population.rng import rng_state_to_json
 from population.run import Run
 from search.config import RunConfig
@@ -37,22 +37,18 @@ from search.engine.llm_budget import DUPLICATE, LLMBudget
 from search.engine.llm_child import RESTORED
 from search.evaluate.pool import Completed, EvaluatorPool, Lost
 from search.engine.proposer import (NOTE_KEY, OPERATOR_KEY, TRIAL_KEY, Child, KernelFamily, LLMJob, Proposer,
-                                    RejectedEdit)
+                                    RejectedEdit, seed_children)
 from search.numbers import ms as fmt_ms, speedup as fmt_speedup
 from search.speedup import BASELINE_FAMILY, with_speedups
 from search.engine.tuning import Tuner
+from search.engine.work_queue import WorkQueue
 from search.evaluate.worker import EvalOutcome, EvalRequest
+
+__all__ = ["DRIVER_RNG", "STATUS_KEY", "SearchLoop", "seed_children"]  # seed_children: moved to the proposer
 
 DRIVER_RNG = "driver/proposals"
 STATUS_KEY = "driver/status"
 MAX_LOSSES = 3
-
-
-class Queued(NamedTuple):
-    """A candidate on its way to an evaluator with its source, so neither is read back from the store."""
-
-    candidate: Candidate
-    source: str
 
 
 @dataclass
@@ -88,8 +84,7 @@ class SearchLoop:
         self.llm_jobs: list[LLMJob] = []
         self.llm_off_reason: str | None = None if llm is not None else "no LLM endpoint configured"
         self.llm_budget = LLMBudget(llm.client.config, run.store, log) if llm is not None else None
-        self.queue: collections.deque[Queued] = collections.deque()
-        self.sent: dict[str, Queued] = {}  # submitted to the pool, by id: what a tell or a loss needs of it
+        self.queue = WorkQueue()  # candidates with their sources: pending, and sent to evaluators
         self.losses: collections.Counter = collections.Counter()
         self.stats = LoopStats()
         self.stop_requested: str | None = None
@@ -116,7 +111,8 @@ class SearchLoop:
         """Queue what a previous session left pending or running, oldest first; baseline first."""
         pending = self.run.requeue_inflight()
         pending.sort(key=lambda c: (c.family != BASELINE_FAMILY, c.created_at, c.id))
-        self.queue.extend(Queued(c, self.run.source(c)) for c in pending)  # the only read of their sources
+        for c in pending:
+            self.queue.push(c, self.run.source(c))  # the only read of their sources
         if pending:
             self.log(f"queued {len(pending)} pending candidates")
         self.focus.start()
@@ -169,13 +165,13 @@ class SearchLoop:
             # Requests queued behind a running one (compile-ahead lookahead) have not started: pending again.
             for cid in getattr(self.pool, "withdraw_queued", lambda: [])():
                 self.run.requeue(cid)
-                self.sent.pop(cid, None)
+                self.queue.done(cid)
 
     # --- evaluations ---------------------------------------------------------------------
 
     def _told(self, outcome: EvalOutcome) -> None:
         result = with_speedups(outcome.result, self.proposer.baseline_result())
-        sent = self.sent.pop(outcome.candidate_id, None)
+        sent = self.queue.done(outcome.candidate_id)
         family = sent.candidate.family if sent else self.run.store.get_candidate(outcome.candidate_id).family
         state, reason, result = self.focus.judge(family, outcome.state, outcome.reason, result)
         with self.run.transaction():  # the outcome and the counters that count it commit together
@@ -211,7 +207,7 @@ class SearchLoop:
                                    result=EvalResult(candidate_id=event.candidate_id, error=reason)))
             return
         cand = self.run.requeue(event.candidate_id)
-        sent = self.sent.pop(event.candidate_id, None)
+        sent = self.queue.done(event.candidate_id)
         self.enqueue(cand, sent.source if sent else self.run.source(cand), front=True)
 
     def _tell_tuner(self, cid: str, value: float | None) -> None:
@@ -247,33 +243,24 @@ class SearchLoop:
                 break
             if not self.queue:
                 break
-            item = self.queue.popleft()
+            item = self.queue.pop()
             try:
                 cand = self.run.mark_running(item.candidate.id)  # the store checks it is still pending
             except InvalidTransition:
                 continue  # no longer pending (queued twice, or finished meanwhile): nothing to run
-            self.sent[cand.id] = Queued(cand, item.source)
+            self.queue.submitted(cand, item.source)
             self.pool.submit(self._request(cand, item.source))
             free -= 1
 
     def enqueue(self, cand: Candidate, source: str, front: bool = False) -> None:
         """Queue a pending candidate; ``front``: the next free evaluator takes it."""
-        item = Queued(cand, source)
-        if front:
-            self.queue.appendleft(item)
-        else:
-            self.queue.append(item)
+        self.queue.push(cand, source, front)
 
     # --- proposals -----------------------------------------------------------------------
 
     def _inflight_by_structure(self) -> dict[str, int]:
         """Queued and running children per structure, from memory (no store read per proposal)."""
-        counts: collections.Counter[str] = collections.Counter(item.candidate.fingerprint for item in self.queue)
-        for cid in self.pool.inflight():
-            sent = self.sent.get(cid)
-            if sent is not None:  # a recheck's id is not a candidate's
-                counts[sent.candidate.fingerprint] += 1
-        return dict(counts)
+        return self.queue.by_structure(self.pool.inflight())
 
     def _families_in_order(self) -> list[str]:
         names = self.proposer.searchable_families()
@@ -432,25 +419,3 @@ class SearchLoop:
         self._last_status = now
         self.run.set_json(STATUS_KEY, self.status(state))
 
-
-def seed_children(config: RunConfig, families: Mapping[str, KernelFamily], rng: random.Random) -> list[NewCandidate]:
-    """The first candidates: the baseline once, and per island of each family its file with
-    the defaults on island 0 and a random valid assignment on the others (diversity for free)."""
-    from kernels.params import structure_fingerprint
-
-    seeds = []
-    baseline = families[BASELINE_FAMILY]
-    seeds.append(NewCandidate(family=BASELINE_FAMILY, island=0, origin=Origin.SEED, source=baseline.source(),
-                              params={}, fingerprint=structure_fingerprint(baseline.source())))
-    for spec in config.families:
-        fam = families[spec.name]
-        if fam.baseline:
-            continue
-        for island in range(spec.islands):
-            defaults = fam.default_params()
-            defaults = defaults.as_params() if hasattr(defaults, "as_params") else dict(defaults)
-            params = defaults if island == 0 else fam.space.sample(rng).as_params()
-            source = fam.render(params)
-            seeds.append(NewCandidate(family=spec.name, island=island, origin=Origin.SEED, source=source,
-                                      params=params, fingerprint=structure_fingerprint(source)))
-    return seeds

@@ -18,7 +18,7 @@ from typing import Callable, Mapping, Sequence, TypeVar
 
 from kernels.params import structure_fingerprint
 from kernels.suites import get_suite
-from population.models import Candidate, EvalResult, NewCandidate, canonical_params
+from population.models import Candidate, EvalResult, NewCandidate, Origin, canonical_params
 from population.run import Run
 from search.config import LLMModel, RunConfig
 from search.engine import operators
@@ -30,7 +30,7 @@ from search.engine.prompt import Attempt, Inspiration, ParentView, PromptContext
 from search.speedup import BASELINE_FAMILY, with_speedups
 from search.engine.tuning import Tuner
 
-__all__ = ["Child", "KernelFamily", "LLMJob", "NOTE_KEY", "OPERATOR_KEY", "Proposer", "RejectedEdit", "TRIAL_KEY"]
+__all__ = ["Child", "KernelFamily", "LLMJob", "NOTE_KEY", "OPERATOR_KEY", "Proposer", "RejectedEdit", "TRIAL_KEY", "seed_children"]
 
 NOTE_KEY = "llm/note/{cid}"
 TRIAL_KEY = "optuna/trial/{cid}"
@@ -246,3 +246,24 @@ class Proposer:
 
 def _first_then_rest(first: Op, ops: Sequence[Op]) -> list[Op]:
     return [first, *(o for o in ops if o is not first)]
+
+
+def seed_children(config: RunConfig, families: Mapping[str, KernelFamily], rng: random.Random) -> list[NewCandidate]:
+    """The first candidates: the baseline once, and per island of each family its file with
+    the defaults on island 0 and a random valid assignment on the others (diversity for free)."""
+    seeds = []
+    baseline = families[BASELINE_FAMILY]
+    seeds.append(NewCandidate(family=BASELINE_FAMILY, island=0, origin=Origin.SEED, source=baseline.source(),
+                              params={}, fingerprint=structure_fingerprint(baseline.source())))
+    for spec in config.families:
+        fam = families[spec.name]
+        if fam.baseline:
+            continue
+        for island in range(spec.islands):
+            defaults = fam.default_params()
+            defaults = defaults.as_params() if hasattr(defaults, "as_params") else dict(defaults)
+            params = defaults if island == 0 else fam.space.sample(rng).as_params()
+            source = fam.render(params)
+            seeds.append(NewCandidate(family=spec.name, island=island, origin=Origin.SEED, source=source,
+                                      params=params, fingerprint=structure_fingerprint(source)))
+    return seeds

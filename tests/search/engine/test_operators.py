@@ -30,9 +30,10 @@ class ToyStages:
     def propose(self, ctx: ProposalContext, family: str, island: int,
                 inflight: Mapping[str, int]) -> Child | None:
         parent = ctx.run.select_parent(family, island, ctx.retired)
-        if parent is None or "stages" not in parent.params:
+        stages = parent.params.get("stages") if parent is not None else None
+        if parent is None or not isinstance(stages, int):
             return None
-        params = {**parent.params, "stages": int(parent.params["stages"]) % 6 + 1}  # type: ignore[call-overload]
+        params = {**parent.params, "stages": stages % 6 + 1}
         new = NewCandidate(family=family, island=island, parent_ids=(parent.id,), origin=self.origin,
                            source=render_params(ctx.run.source(parent), params), params=params,
                            fingerprint=parent.fingerprint, generation=parent.generation + 1)
