@@ -13,6 +13,7 @@ import json
 import math
 from collections.abc import Mapping
 from enum import StrEnum
+from functools import cached_property
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
@@ -27,6 +28,14 @@ class Frozen(BaseModel):
 
 
 class Origin(StrEnum):
+    """The lineage kind of a candidate, which fixes its number of parents.
+
+    The search's mutation operators (``search.engine.operators``) each declare one: ``optuna``
+    (Optuna step), ``llm`` (LLM edit), ``crossover`` (parameter crossover and LLM merge, both
+    of two parents).  The driver records the operator's own name beside it, so adding an
+    operator needs no new value here and stores written before keep their values.
+    """
+
     SEED = "seed"
     LLM = "llm"
     OPTUNA = "optuna"
@@ -171,9 +180,19 @@ class NewCandidate(Frozen):
     fingerprint: str = Field(min_length=1, max_length=256)
     generation: int = Field(default=0, ge=0)
 
+    @cached_property
+    def source_sha256(self) -> str:
+        """The source's hash, computed once: the driver's duplicate check and the store both need it."""
+        return source_hash(self.source)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> NewCandidate:
+        copied = super().model_copy(update=update, deep=deep)
+        copied.__dict__.pop("source_sha256", None)  # the cached hash belongs to the original's source
+        return copied
+
     def to_candidate(self, cid: str, now: float) -> Candidate:
         return Candidate(id=cid, family=self.family, island=self.island, parent_ids=self.parent_ids,
-                         origin=self.origin, source_sha256=source_hash(self.source), params=self.params,
+                         origin=self.origin, source_sha256=self.source_sha256, params=self.params,
                          fingerprint=self.fingerprint, generation=self.generation,
                          created_at=now, updated_at=now)
 

@@ -28,7 +28,7 @@ from population.run import DISPUTED_KEY, POPULATION_CONFIG_KEY, evals_key
 
 __all__ = ["BASELINE_FAMILY", "CURSOR_KEY", "DISPUTED_KEY", "DRIVER_RNG", "DriverStatus", "FOCUS_REFERENCE_KEY",
            "HEARTBEAT_S", "LLMCall", "LLM_CALL_KEY", "LLM_CALL_PREFIX", "LLM_CHILD_KEY", "LLM_MODEL_COUNTER_PREFIX",
-           "LLM_STATE_KEY", "NOTE_KEY", "POPULATION_CONFIG_KEY", "RunCounters", "SESSIONS_KEY", "STATUS_KEY",
+           "LLM_STATE_KEY", "NOTE_KEY", "OPERATOR_KEY", "POPULATION_CONFIG_KEY", "RunCounters", "SESSIONS_KEY", "STATUS_KEY",
            "Session", "TRIAL_KEY", "UTILIZATION_KEY", "Utilization", "C", "dump", "evals_key", "parse", "llm_call_key",
            "prefix_of", "state_counter"]
 
@@ -42,6 +42,7 @@ SESSIONS_KEY = "driver/sessions"  # list[Session], one per launch or resume
 UTILIZATION_KEY = "driver/utilization"  # Utilization, written when a session ends
 DRIVER_RNG = "driver/proposals"  # name of the driver's RNG state (rng_states table, not kv)
 NOTE_KEY = "llm/note/{cid}"  # the LLM's note on the child it proposed (str)
+OPERATOR_KEY = "operator/{cid}"  # the mutation operator that made a child (Origin keeps only its lineage kind)
 TRIAL_KEY = "optuna/trial/{cid}"  # the Optuna trial behind a tuned child: {"study", "number", ...}
 LLM_CALL_KEY = "llm/call/{n:06d}"  # LLMCall, numbered by the llm_calls counter
 LLM_CALL_PREFIX = "llm/call/"

@@ -133,7 +133,7 @@ def main() -> int:
     base = RunConfig.from_yaml(ROOT / "runs" / "smoke.yaml").model_dump(mode="json")
     base.update(name=args.name, runs_dir=str(args.runs_dir),
                 families=[{"name": args.family, "islands": 1, "island_size": 4}],
-                mutation={"llm": 1.0, "optuna": 0.5, "crossover": 0.0})
+                mutation={"llm_edit": 1.0, "optuna_step": 0.5, "param_crossover": 0.0, "llm_merge": 0.0})
     base["budget"].update(max_evals=args.max_evals, max_minutes=args.minutes)
     if args.case_timeout is not None:
         base["evaluation"]["limits"]["case_timeout_s"] = args.case_timeout

@@ -10,7 +10,7 @@ import typing
 
 from pydantic import BaseModel
 
-from search.config import DEPRECATED_EVALUATION_KEYS, RunConfig
+from search.config import DEPRECATED_EVALUATION_KEYS, LEGACY_MUTATION_KEYS, MutationMix, RunConfig
 
 
 def _type_name(annotation: object) -> str:
@@ -20,9 +20,24 @@ def _type_name(annotation: object) -> str:
     return text.replace("search.config.", "")
 
 
+def _mapping_section(model: type[MutationMix], prefix: str, lines: list[str]) -> None:
+    """A mapping whose keys are registered names (the mutation operators), not fields."""
+    title = prefix.rstrip(".")
+    doc = " ".join(line.strip() for line in (model.__doc__ or "").strip().splitlines())
+    rows = [f"| `{prefix}{name}` | `{kind}` | `{json.dumps(default)}` | {meaning} |"
+            for name, kind, default, meaning in model.reference()]
+    legacy = ", ".join(f"`{old}` as {' and '.join(f'`{n}`' for n in new)}" for old, new in LEGACY_MUTATION_KEYS.items())
+    lines += [f"## {title}", "", doc, "", "| field | type | default | meaning |", "|---|---|---|---|", *rows, "",
+              f"Deprecated: the old keys still load, with a warning: {legacy} (one weight for both). "
+              "Old and new keys cannot be mixed in one mapping.", ""]
+
+
 def _section(model: type[BaseModel], prefix: str, lines: list[str]) -> None:
     nested: list[tuple[str, type[BaseModel]]] = []
     rows = []
+    if issubclass(model, MutationMix):
+        _mapping_section(model, prefix, lines)
+        return
     for name, field in model.model_fields.items():
         annotation = field.annotation
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from population.events import (CURSOR_KEY, EventKind, EventOutcome, HumanEvent, OutcomeStatus, active, describe,
                                is_paused, notes_by_candidate, outcome_key)
-from population.models import NewCandidate, Origin, State
+from population.models import Candidate, NewCandidate, Origin, State
 from population.records import C
 from search.evaluate.pool import Completed, Lost, PoolEvent
 from search.evaluate.recheck import compare, fresh_cases, parse_recheck_id, recheck_id
@@ -84,8 +84,8 @@ class HumanChannel:
             self._retired_changed()
         if outcome.status is OutcomeStatus.QUEUED:
             self.rechecks.append(event.seq)
-        if queued_front:
-            self.loop.queue.appendleft(queued_front)  # the next free evaluator takes it
+        if queued_front:  # the next free evaluator takes it; read back once, after the commit
+            self.loop.enqueue(self.store.get_candidate(queued_front), str(event.data["source"]), front=True)
         self.loop.log(f"human event {describe(event)} -> {outcome.status.value}"
                       + (f" ({outcome.detail})" if outcome.detail else ""))
 
@@ -138,7 +138,7 @@ class HumanChannel:
             cand = self.store.get_candidate(event.target)
             baseline = self.loop.families[BASELINE_FAMILY].source()
             wanted = [str(c) for c in event.data.get("cases") or []]  # type: ignore[union-attr]
-            request = self.loop._request(cand).model_copy(update={
+            request = self.loop._request(cand, self.loop.run.source(cand)).model_copy(update={
                 "candidate_id": recheck_id(cand.id, seq), "verify_cases": [], "profile": False,
                 "bench_cases": fresh_cases(self.loop.bench_cases, wanted, seq), "reference_source": baseline})
             pool.submit(request)
@@ -166,6 +166,7 @@ class HumanChannel:
         assert recorded is not None  # checked when it was queued; results are never deleted
         verdict = compare(recorded, self.loop.proposer.baseline_result(), out.state, out.result, out.reason)
         remeasure: str | None = None
+        queued: tuple[Candidate, str] | None = None
         with run.transaction():
             run.add_counters({C.RECHECKS: 1, C.RECHECKS_DISPUTED: int(not verdict["holds"])})
             if not verdict["holds"]:
@@ -175,11 +176,12 @@ class HumanChannel:
                 new = NewCandidate(family=cand.family, island=cand.island, parent_ids=(cand.id,),
                                    origin=Origin.HUMAN, source=run.source(cand), params=cand.params,
                                    fingerprint=cand.fingerprint, generation=cand.generation)
-                remeasure = run.add_candidate(new).id
+                added = run.add_candidate(new)
+                remeasure, queued = added.id, (added, new.source)
             self._record(self._outcome(event, OutcomeStatus.DONE, verdict["summary"], candidate_id=remeasure,
                                        data=verdict))
-        if remeasure:
-            self.loop.queue.appendleft(remeasure)
+        if queued is not None:
+            self.loop.enqueue(*queued, front=True)
         self.loop.log(f"recheck of {cand.id} (#{seq}): {verdict['summary']}"
                       + (f"; disputed, re-measuring as {remeasure}" if remeasure else ""))
 

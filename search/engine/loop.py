@@ -5,9 +5,10 @@ Each :meth:`SearchLoop.step`:
      maturation, migration) and to Optuna, one store commit each;
   2. re-queues work an evaluator lost (a dead actor or node blames nobody);
   3. turns finished LLM calls into children (or rejected edits, with the reason);
-  4. fills every free evaluator from the pending queue, topping the queue up with
-     immediate Optuna/crossover proposals so that no GPU waits on an LLM call;
-  5. keeps LLM calls in flight (up to the configured concurrency) for later.
+  4. fills every free evaluator from the pending queue (candidates with their sources),
+     topping it up with the immediate operators' children (Optuna step, parameter
+     crossover; see search/engine/operators) so that no GPU waits on an LLM call;
+  5. keeps the LLM operators' calls in flight (up to the configured concurrency) for later.
 
 It talks to evaluators, the LLM and Optuna through small interfaces, so tests
 drive it with fakes and no Ray, GPU or network.
@@ -22,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from kernels.suites import get_suite
-from population.models import Candidate, EvalResult, NewCandidate, Origin, State
+from population.errors import InvalidTransition
+from population.models import Candidate, EvalResult, Origin, State
 from population.rng import rng_state_to_json
 from population.run import Run
 from search.config import RunConfig
@@ -34,12 +36,15 @@ from search.engine.llm import LLMError, LLMPool
 from search.engine.llm_budget import DUPLICATE, LLMBudget
 from search.engine.llm_child import RESTORED
 from search.evaluate.pool import Completed, EvaluatorPool, Lost
-from population.records import C, DRIVER_RNG, NOTE_KEY, STATUS_KEY, TRIAL_KEY, llm_call_key, state_counter
-from search.engine.proposer import Child, KernelFamily, LLMJob, Proposer, RejectedEdit
+from population.records import C, DRIVER_RNG, NOTE_KEY, OPERATOR_KEY, STATUS_KEY, TRIAL_KEY, llm_call_key, state_counter
+from search.engine.proposer import Child, KernelFamily, LLMJob, Proposer, RejectedEdit, seed_children
 from search.numbers import ms as fmt_ms, speedup as fmt_speedup
 from search.speedup import BASELINE_FAMILY, with_speedups
 from search.engine.tuning import Tuner
+from search.engine.work_queue import WorkQueue
 from search.evaluate.worker import EvalOutcome, EvalRequest
+
+__all__ = ["DRIVER_RNG", "STATUS_KEY", "SearchLoop", "seed_children"]  # seed_children: moved to the proposer
 
 MAX_LOSSES = 3
 
@@ -77,7 +82,7 @@ class SearchLoop:
         self.llm_jobs: list[LLMJob] = []
         self.llm_off_reason: str | None = None if llm is not None else "no LLM endpoint configured"
         self.llm_budget = LLMBudget(llm.client.config, run.store, log) if llm is not None else None
-        self.queue: collections.deque[str] = collections.deque()
+        self.queue = WorkQueue()  # candidates with their sources: pending, and sent to evaluators
         self.losses: collections.Counter = collections.Counter()
         self.stats = LoopStats()
         self.stop_requested: str | None = None
@@ -104,7 +109,8 @@ class SearchLoop:
         """Queue what a previous session left pending or running, oldest first; baseline first."""
         pending = self.run.requeue_inflight()
         pending.sort(key=lambda c: (c.family != BASELINE_FAMILY, c.created_at, c.id))
-        self.queue.extend(c.id for c in pending)
+        for c in pending:
+            self.queue.push(c, self.run.source(c))  # the only read of their sources
         if pending:
             self.log(f"queued {len(pending)} pending candidates")
         self.focus.start()
@@ -157,12 +163,14 @@ class SearchLoop:
             # Requests queued behind a running one (compile-ahead lookahead) have not started: pending again.
             for cid in getattr(self.pool, "withdraw_queued", lambda: [])():
                 self.run.requeue(cid)
+                self.queue.done(cid)
 
     # --- evaluations ---------------------------------------------------------------------
 
     def _told(self, outcome: EvalOutcome) -> None:
         result = with_speedups(outcome.result, self.proposer.baseline_result())
-        family = self.run.store.get_candidate(outcome.candidate_id).family
+        sent = self.queue.done(outcome.candidate_id)
+        family = sent.candidate.family if sent else self.run.store.get_candidate(outcome.candidate_id).family
         state, reason, result = self.focus.judge(family, outcome.state, outcome.reason, result)
         with self.run.transaction():  # the outcome and the counters that count it commit together
             report = self.run.tell(outcome.candidate_id, state, reason=reason, result=result)
@@ -196,15 +204,16 @@ class SearchLoop:
             self._told(EvalOutcome(candidate_id=event.candidate_id, state=State.CRASHED, reason=reason,
                                    result=EvalResult(candidate_id=event.candidate_id, error=reason)))
             return
-        self.run.requeue(event.candidate_id)
-        self.queue.appendleft(event.candidate_id)
+        cand = self.run.requeue(event.candidate_id)
+        sent = self.queue.done(event.candidate_id)
+        self.enqueue(cand, sent.source if sent else self.run.source(cand), front=True)
 
     def _tell_tuner(self, cid: str, value: float | None) -> None:
         trial = self.run.store.get_json(TRIAL_KEY.format(cid=cid))
         if trial:
             self.tuner.tell(trial["study"], trial["number"], value)
 
-    def _request(self, cand: Candidate) -> EvalRequest:
+    def _request(self, cand: Candidate, source: str) -> EvalRequest:
         cid = cand.id
         ev = self.config.evaluation
         family = self.families.get(cand.family) if ev.family_domains else None
@@ -215,7 +224,7 @@ class SearchLoop:
             best, fitness = structure_best(self.run, cand)
             screen = plan_screen(bench_cases, ev.screen_cases, ev.screen_margin, best, fitness)
         return EvalRequest(
-            candidate_id=cid, family=cand.family, source=self.run.source(cand),
+            candidate_id=cid, family=cand.family, source=source,
             verify_suite=ev.verify_suite, verify_cases=verify_cases, bench_suite=ev.bench_suite,
             bench_cases=bench_cases, device=ev.device, timing=ev.timing, limits=ev.limits,
             # Profiles feed LLM prompts only: none for the reference, none while no LLM is configured.
@@ -230,23 +239,24 @@ class SearchLoop:
                 break
             if not self.queue:
                 break
-            cid = self.queue.popleft()
-            cand = self.run.store.get_candidate(cid)
-            if cand.state is not State.PENDING:
-                continue
-            self.run.mark_running(cid)
-            self.pool.submit(self._request(cand))
+            item = self.queue.pop()
+            try:
+                cand = self.run.mark_running(item.candidate.id)  # the store checks it is still pending
+            except InvalidTransition:
+                continue  # no longer pending (queued twice, or finished meanwhile): nothing to run
+            self.queue.submitted(cand, item.source)
+            self.pool.submit(self._request(cand, item.source))
             free -= 1
+
+    def enqueue(self, cand: Candidate, source: str, front: bool = False) -> None:
+        """Queue a pending candidate; ``front``: the next free evaluator takes it."""
+        self.queue.push(cand, source, front)
 
     # --- proposals -----------------------------------------------------------------------
 
     def _inflight_by_structure(self) -> dict[str, int]:
-        counts: collections.Counter = collections.Counter()
-        for cid in [*self.queue, *self.pool.inflight()]:
-            cand = self.run.store.find_candidate(cid)
-            if cand is not None:
-                counts[cand.fingerprint] += 1
-        return dict(counts)
+        """Queued and running children per structure, from memory (no store read per proposal)."""
+        return self.queue.by_structure(self.pool.inflight())
 
     def _families_in_order(self) -> list[str]:
         names = self.proposer.searchable_families()
@@ -254,7 +264,7 @@ class SearchLoop:
         return names
 
     def _propose_now(self) -> bool:
-        """An immediate (Optuna or crossover) child for an evaluator that would otherwise idle."""
+        """An immediate operator's child for an evaluator that would otherwise idle."""
         # LLM calls in flight hold their place: their answers must still find room in the budget.
         if self.max_evals is not None and self._evals_committed() + len(self.pool.inflight()) + len(self.queue) \
                 + len(self.llm_jobs) >= self.max_evals:
@@ -281,15 +291,15 @@ class SearchLoop:
                                         {"study": child.proposal.study, "number": child.proposal.trial_number})
             if child.note:
                 self.run.store.set_json(NOTE_KEY.format(cid=cand.id), child.note)
+            self.run.store.set_json(OPERATOR_KEY.format(cid=cand.id), child.operator)
             self._save_rng()
-        self.queue.append(cand.id)
+        self.enqueue(cand, child.new.source)
         return cand.id
 
     def _start_llm_calls(self) -> None:
         if self.llm is None or self.llm_budget is None or self.llm_off_reason:
             return
-        mix = self.config.mutation
-        if mix.llm + mix.crossover <= 0:
+        if self.proposer.llm_weight <= 0:
             return
         # Jobs count until collected, so an instant answer cannot start calls without end; the
         # budget bounds calls plus unevaluated LLM children by what the evaluators can take.
@@ -334,7 +344,7 @@ class SearchLoop:
                 record = {"model": reply.model, "prompt_tokens": reply.prompt_tokens,
                           "completion_tokens": reply.completion_tokens, "cost_usd": reply.cost_usd,
                           "latency_s": round(reply.latency_s, 3), "family": job.family,
-                          "parents": [p.id for p in job.parents], "at": time.time()}
+                          "parents": [p.id for p in job.parents], "operator": job.operator, "at": time.time()}
                 child_id, kind = None, DUPLICATE
                 if isinstance(made, Child):
                     child_id = self._store_child(made)
@@ -342,6 +352,7 @@ class SearchLoop:
                 elif isinstance(made, RejectedEdit):
                     cand = self.run.add_candidate(made.new)
                     self.run.tell(cand.id, State.REJECTED, reason=made.reason)
+                    self.run.store.set_json(OPERATOR_KEY.format(cid=cand.id), made.operator)
                     record.update(child=cand.id, rejected=made.reason, kind=made.kind)
                     kind = made.kind
                 else:
@@ -404,25 +415,3 @@ class SearchLoop:
         self._last_status = now
         self.run.set_json(STATUS_KEY, self.status(state))
 
-
-def seed_children(config: RunConfig, families: Mapping[str, KernelFamily], rng: random.Random) -> list[NewCandidate]:
-    """The first candidates: the baseline once, and per island of each family its file with
-    the defaults on island 0 and a random valid assignment on the others (diversity for free)."""
-    from kernels.params import structure_fingerprint
-
-    seeds = []
-    baseline = families[BASELINE_FAMILY]
-    seeds.append(NewCandidate(family=BASELINE_FAMILY, island=0, origin=Origin.SEED, source=baseline.source(),
-                              params={}, fingerprint=structure_fingerprint(baseline.source())))
-    for spec in config.families:
-        fam = families[spec.name]
-        if fam.baseline:
-            continue
-        for island in range(spec.islands):
-            defaults = fam.default_params()
-            defaults = defaults.as_params() if hasattr(defaults, "as_params") else dict(defaults)
-            params = defaults if island == 0 else fam.space.sample(rng).as_params()
-            source = fam.render(params)
-            seeds.append(NewCandidate(family=spec.name, island=island, origin=Origin.SEED, source=source,
-                                      params=params, fingerprint=structure_fingerprint(source)))
-    return seeds

@@ -1,9 +1,11 @@
-"""Making children: Optuna parameter steps, parameter crossover, and LLM edits/merges.
+"""Making children with the registered mutation operators (:mod:`search.engine.operators`).
 
 Every proposal is a :class:`population.models.NewCandidate`; the loop stores it
-and queues it for evaluation.  LLM calls are asynchronous (futures on the LLM
-pool) so that GPUs never wait on them; Optuna and crossover proposals are
-immediate and fill any evaluator that would otherwise idle.
+and queues it for evaluation.  The proposer draws an operator by the configured
+weights (``mutation:``).  Immediate operators (Optuna step, parameter crossover)
+fill any evaluator that would otherwise idle; LLM operators (edit, merge) only
+choose parents, and the proposer turns their LLM calls (futures on the LLM pool,
+so that GPUs never wait on them) into children when the answers arrive.
 """
 
 from __future__ import annotations
@@ -11,37 +13,27 @@ from __future__ import annotations
 import random
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol
+from dataclasses import dataclass, replace
+from typing import Callable, Mapping, Sequence, TypeVar
 
-from kernels.params import ParamSpace, render_params, structure_fingerprint
+from kernels.params import structure_fingerprint
 from kernels.suites import get_suite
-from population.models import Candidate, NewCandidate, Origin, canonical_params, source_hash
-from population.records import NOTE_KEY, TRIAL_KEY  # noqa: F401  (re-exported: readers used to import them here)
+from population.models import Candidate, EvalResult, NewCandidate, Origin, canonical_params
+from population.records import NOTE_KEY, OPERATOR_KEY, TRIAL_KEY
 from population.run import Run
 from search.config import LLMModel, RunConfig
+from search.engine import operators
 from search.engine.edits import SEARCH_MISMATCH, EditError
 from search.engine.llm import LLMPool, LLMReply
 from search.engine.llm_child import RESTORED, child_file
+from search.engine.operators import Child, ImmediateOperator, KernelFamily, LLMOperator, Operator
 from search.engine.prompt import Inspiration, ParentView, PromptAttempt, PromptContext, build_messages
 from search.speedup import BASELINE_FAMILY, with_speedups
-from search.engine.tuning import Proposal, Tuner, TunerExhausted
+from search.engine.tuning import Tuner
 
-class KernelFamily(Protocol):
-    """What the search needs of a registered family (kernels.families.RegisteredFamily)."""
+__all__ = ["Child", "KernelFamily", "LLMJob", "NOTE_KEY", "OPERATOR_KEY", "Proposer", "RejectedEdit", "TRIAL_KEY", "seed_children"]
 
-    name: str
-    description: str
-    baseline: bool
-    space: type[ParamSpace]
-
-    def source(self) -> str: ...
-
-    def render(self, params: Any) -> str: ...
-
-    def default_params(self) -> Any: ...
-
-
+Op = TypeVar("Op", bound=Operator)
 
 
 @dataclass
@@ -52,14 +44,7 @@ class LLMJob:
     parents: tuple[Candidate, ...]
     model: str
     submitted: float
-
-
-@dataclass(frozen=True)
-class Child:
-    new: NewCandidate
-    proposal: Proposal | None = None  # the Optuna trial this child answers
-    note: str = ""  # the LLM's rationale, shown to later prompts
-    params_origin: str = ""  # an LLM child's PARAMS: kept, marked, restored (the parent's) or none
+    operator: str  # the LLM operator that chose the parents; its origin is the child's
 
 
 @dataclass(frozen=True)
@@ -67,6 +52,7 @@ class RejectedEdit:
     new: NewCandidate
     reason: str
     kind: str  # the reason's name in the per-model counters (search.engine.edits, search.engine.llm_child)
+    operator: str = ""
 
 
 class Proposer:
@@ -83,6 +69,14 @@ class Proposer:
         self.retired: frozenset[str] = frozenset()
         self.human_notes: Callable[[str], list[str]] | None = None
         self.bench_cases = list(get_suite(config.evaluation.bench_suite))
+        # The configured operators in registry order (the order of every weighted draw).
+        weights = config.mutation.weights
+        chosen = [(op, weights[name]) for name, op in operators.registry().items() if name in weights]
+        self.immediate: list[tuple[ImmediateOperator, float]] = [
+            (op, w) for op, w in chosen if isinstance(op, ImmediateOperator) and not op.needs_llm]
+        self.llm_operators: list[tuple[LLMOperator, float]] = [
+            (op, w) for op, w in chosen if isinstance(op, LLMOperator) and op.needs_llm]
+        self._baseline: tuple[str, EvalResult] | None = None  # (champion id, its result), parsed once
 
     # --- parents -------------------------------------------------------------------------
 
@@ -105,73 +99,27 @@ class Proposer:
                 return parent
         return self.run.select_parent(family, island, self.retired)
 
-    # --- synchronous proposals -----------------------------------------------------------
-
-    def optuna_child(self, parent: Candidate) -> Child | None:
-        fam = self.families[parent.family]
-        if parent.fingerprint in self.retired or not parent.params:
-            return None  # retired by an engineer, or nothing to tune (a file without PARAMS)
-        try:
-            proposal = self.tuner.ask(parent.family, parent.fingerprint, fam.space, parent.params,
-                                      parent_id=parent.id, parent_value=parent.fitness_ms)
-        except TunerExhausted:
-            return None
-        source = render_params(self.run.source(parent), proposal.params)
-        if structure_fingerprint(source) != parent.fingerprint:
-            self.tuner.skip(proposal, "the parameters change the code's structure")
-            return None
-        new = NewCandidate(family=parent.family, island=parent.island, parent_ids=(parent.id,), origin=Origin.OPTUNA,
-                           source=source, params=proposal.params, fingerprint=parent.fingerprint,
-                           generation=parent.generation + 1)
-        if not self._fresh(new):
-            self.tuner.skip(proposal, "the same code and parameters as an existing candidate")
-            return None
-        return Child(new=new, proposal=proposal)
-
-    def param_crossover(self, family: str, island: int) -> Child | None:
-        """Uniform crossover of two parents' parameters within one structure."""
-        a = self.run.select_parent(family, island, self.retired)
-        if a is None:
-            return None
-        mates = [m for m in self.run.population.members(family, island)
-                 if m.id != a.id and m.fingerprint == a.fingerprint and m.params != a.params]
-        if not mates:
-            return None
-        b = self.rng.choice(mates)
-        space = self.families[family].space
-        for _ in range(8):
-            params = {k: (a.params if self.rng.random() < 0.5 else b.params)[k] for k in a.params}
-            try:
-                space(**params)
-            except Exception:
-                continue
-            new = NewCandidate(family=family, island=island, parent_ids=(a.id, b.id), origin=Origin.CROSSOVER,
-                               source=render_params(self.run.source(a), params), params=params,
-                               fingerprint=a.fingerprint, generation=max(a.generation, b.generation) + 1)
-            if self._fresh(new):
-                return Child(new=new)
-        return None
+    # --- immediate proposals ------------------------------------------------------------
 
     def synchronous(self, family: str, island: int, inflight: Mapping[str, int]) -> Child | None:
-        """An Optuna step or a parameter crossover, by the configured weights."""
-        mix = self.config.mutation
-        kinds = ["optuna", "crossover"]
-        weights = [mix.optuna, mix.crossover]
+        """A child of an immediate operator drawn by weight; when it has nothing to offer, the
+        others in registry order (weight 0 included: an idle evaluator is worse than any child)."""
+        if not self.immediate:
+            return None
+        ops = [op for op, _ in self.immediate]
+        weights = [w for _, w in self.immediate]
         if sum(weights) <= 0:
-            weights = [1.0, 0.0]
-        first = self.rng.choices(kinds, weights=weights, k=1)[0]
-        for kind in (first, *(k for k in kinds if k != first)):
-            if kind == "optuna":
-                parent = self.tuning_parent(family, island, inflight)
-                child = self.optuna_child(parent) if parent is not None else None
-            else:
-                child = self.param_crossover(family, island)
+            # An LLM-only mix: the first immediate operator (Optuna) still fills idle evaluators.
+            weights = [1.0] + [0.0] * (len(ops) - 1)
+        first = self.rng.choices(ops, weights=weights, k=1)[0]
+        for op in _first_then_rest(first, ops):
+            child = op.propose(self, family, island, inflight)
             if child is not None:
-                return child
+                return replace(child, operator=op.name)
         return None
 
-    def _fresh(self, new: NewCandidate) -> bool:
-        key = (source_hash(new.source), canonical_params(new.params))
+    def fresh(self, new: NewCandidate) -> bool:
+        key = (new.source_sha256, canonical_params(new.params))
         if key in self.seen:
             return False
         self.seen.add(key)
@@ -179,9 +127,17 @@ class Proposer:
 
     # --- LLM proposals -------------------------------------------------------------------
 
-    def baseline_result(self):  # noqa: ANN201 - EvalResult | None
+    def baseline_result(self) -> EvalResult | None:
+        """The reference's result, read and parsed once per champion (every tell asks for it)."""
         champion = self.run.champion(BASELINE_FAMILY) if BASELINE_FAMILY in self.run.population.families else None
-        return self.run.store.get_result(champion.id) if champion else None
+        if champion is None:
+            return None
+        if self._baseline is None or self._baseline[0] != champion.id:  # a dispute may replace it
+            result = self.run.store.get_result(champion.id)
+            if result is None:
+                return None
+            self._baseline = (champion.id, result)  # results are written once, never changed
+        return self._baseline[1]
 
     def _view(self, candidate: Candidate) -> ParentView:
         result = self.run.store.evaluated_result(candidate.id)  # a migrant shows its original's result
@@ -217,19 +173,21 @@ class Proposer:
         out.sort(key=lambda i: -(i.speedup or 0))
         return out[: self.config.llm.inspirations]
 
+    @property
+    def llm_weight(self) -> float:
+        """The LLM operators' share of the mix; 0: no LLM calls at all."""
+        return sum(w for _, w in self.llm_operators)
+
     def start_llm(self, family: str, island: int, model: LLMModel) -> LLMJob | None:
         assert self.llm is not None
         parent = self.run.select_parent(family, island, self.retired)
         if parent is None:
             return None
-        parents: tuple[Candidate, ...] = (parent,)
-        second = None
-        if self.rng.random() < self._merge_share():
-            others = [m for m in self.run.population.members(family, island)
-                      if m.fingerprint != parent.fingerprint and m.fingerprint not in self.retired]
-            if others:
-                mate = self.rng.choice(others)
-                parents, second = (parent, mate), self._view(mate)
+        picked = self._llm_parents(parent, island)
+        if picked is None:
+            return None
+        op, parents = picked
+        second = self._view(parents[1]) if len(parents) == 2 else None
         fam = self.families[family]
         ctx = PromptContext(
             family=family, description=fam.description,
@@ -239,15 +197,25 @@ class Proposer:
             human_notes=self.human_notes(family) if self.human_notes else ())
         future = self.llm.submit(build_messages(ctx), model)
         return LLMJob(future=future, family=family, island=island, parents=parents, model=model.name,
-                      submitted=time.monotonic())
+                      submitted=time.monotonic(), operator=op.name)
 
-    def _merge_share(self) -> float:
-        mix = self.config.mutation
-        return mix.crossover / (mix.crossover + mix.llm) if mix.crossover + mix.llm > 0 else 0.0
+    def _llm_parents(self, parent: Candidate, island: int) -> tuple[LLMOperator, tuple[Candidate, ...]] | None:
+        """An LLM operator drawn by weight and the parents it shows; when it declines (a merge
+        without a mate of another structure), the others in registry order."""
+        ops = [op for op, _ in self.llm_operators]
+        weights = [w for _, w in self.llm_operators]
+        if not ops or sum(weights) <= 0:
+            return None
+        first = self.rng.choices(ops, weights=weights, k=1)[0]
+        for op in _first_then_rest(first, ops):
+            parents = op.parents(self, parent, island)
+            if parents:
+                return op, parents
+        return None
 
     def finish_llm(self, job: LLMJob, reply: LLMReply) -> Child | RejectedEdit | None:
         parent = job.parents[0]
-        origin = Origin.CROSSOVER if len(job.parents) == 2 else Origin.LLM
+        origin = operators.get(job.operator).origin
         parent_ids = tuple(p.id for p in job.parents)
         generation = max(p.generation for p in job.parents) + 1
 
@@ -255,7 +223,8 @@ class Proposer:
             # The response is kept as the "source" so the record shows what the model said.
             return RejectedEdit(new=NewCandidate(
                 family=job.family, island=job.island, parent_ids=parent_ids, origin=origin, source=reply.text,
-                params={}, fingerprint="unapplied-edit", generation=generation), reason=reason, kind=kind)
+                params={}, fingerprint="unapplied-edit", generation=generation), reason=reason, kind=kind,
+                operator=job.operator)
 
         try:
             made = child_file(self.run.source(parent), reply.text)
@@ -264,9 +233,34 @@ class Proposer:
         new = NewCandidate(family=job.family, island=job.island, parent_ids=parent_ids, origin=origin,
                            source=made.source, params=made.params, fingerprint=structure_fingerprint(made.source),
                            generation=generation)
-        if not self._fresh(new):
+        if not self.fresh(new):
             return None
         note = reply.text.split("<<<<<<<")[0].split("```")[0].strip()[:600]
         if made.params_origin == RESTORED:
             note = (note + "\n" if note else "") + f"(its PARAMS block was missing; {parent.id}'s was restored)"
-        return Child(new=new, note=note, params_origin=made.params_origin)
+        return Child(new=new, note=note, params_origin=made.params_origin, operator=job.operator)
+
+
+def _first_then_rest(first: Op, ops: Sequence[Op]) -> list[Op]:
+    return [first, *(o for o in ops if o is not first)]
+
+
+def seed_children(config: RunConfig, families: Mapping[str, KernelFamily], rng: random.Random) -> list[NewCandidate]:
+    """The first candidates: the baseline once, and per island of each family its file with
+    the defaults on island 0 and a random valid assignment on the others (diversity for free)."""
+    seeds = []
+    baseline = families[BASELINE_FAMILY]
+    seeds.append(NewCandidate(family=BASELINE_FAMILY, island=0, origin=Origin.SEED, source=baseline.source(),
+                              params={}, fingerprint=structure_fingerprint(baseline.source())))
+    for spec in config.families:
+        fam = families[spec.name]
+        if fam.baseline:
+            continue
+        for island in range(spec.islands):
+            defaults = fam.default_params()
+            defaults = defaults.as_params() if hasattr(defaults, "as_params") else dict(defaults)
+            params = defaults if island == 0 else fam.space.sample(rng).as_params()
+            source = fam.render(params)
+            seeds.append(NewCandidate(family=spec.name, island=island, origin=Origin.SEED, source=source,
+                                      params=params, fingerprint=structure_fingerprint(source)))
+    return seeds

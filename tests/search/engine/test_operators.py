@@ -1,0 +1,156 @@
+"""Mutation operators as plugins, and the queue that carries candidates with their sources."""
+
+from __future__ import annotations
+
+from typing import Iterator, Mapping
+
+import pytest
+
+import population.models
+from kernels.params import render_params
+from population.models import NewCandidate, Origin
+from search.config import ConfigError, MutationMix, RunConfig
+from search.engine import operators
+from search.engine.loop import SearchLoop
+from search.engine.operators import Child, ProposalContext
+from search.engine.proposer import OPERATOR_KEY
+from tests.search.engine.test_loop import config, families, make_loop  # noqa: F401 - the fixture
+from tests.search.fakes import FakeLLMPool, FakePool
+
+
+class ToyStages:
+    """A toy immediate operator: the parent with its ``stages`` parameter moved up by one."""
+
+    name = "toy_stages"
+    description = "the parent, one stage more (a test's plugin)"
+    origin = Origin.OPTUNA  # one parent
+    needs_llm = False
+    default_weight = 0.0
+
+    def propose(self, ctx: ProposalContext, family: str, island: int,
+                inflight: Mapping[str, int]) -> Child | None:
+        parent = ctx.run.select_parent(family, island, ctx.retired)
+        stages = parent.params.get("stages") if parent is not None else None
+        if parent is None or not isinstance(stages, int):
+            return None
+        params = {**parent.params, "stages": stages % 6 + 1}
+        new = NewCandidate(family=family, island=island, parent_ids=(parent.id,), origin=self.origin,
+                           source=render_params(ctx.run.source(parent), params), params=params,
+                           fingerprint=parent.fingerprint, generation=parent.generation + 1)
+        return Child(new=new) if ctx.fresh(new) else None
+
+
+@pytest.fixture()
+def toy_operator() -> Iterator[ToyStages]:
+    op = ToyStages()
+    operators.register(op)  # the one registry line a new operator needs
+    yield op
+    operators.unregister(op.name)
+
+
+def _children(loop: SearchLoop) -> list[tuple[str, str]]:
+    store = loop.run.store
+    return [(c.origin.value, store.get_json(OPERATOR_KEY.format(cid=c.id)))
+            for c in store.list_candidates() if c.origin not in (Origin.SEED, Origin.MIGRATION)]
+
+
+def test_a_new_operator_is_one_module_and_one_registry_line(tmp_path, families, toy_operator):
+    cfg = config(tmp_path, mutation=MutationMix(toy_stages=1.0))
+    loop = make_loop(cfg, families, max_evals=12)
+    loop.run_until_done()
+    children = _children(loop)
+    assert children and set(children) == {("optuna", "toy_stages")}
+    store = loop.run.store
+    made = [c for c in store.list_candidates() if c.origin is Origin.OPTUNA]
+    assert any(c.state.is_terminal for c in made) and store.check_consistency(deep=True) == []
+    # The config reference lists it with the built-ins.
+    assert "toy_stages" in [row[0] for row in MutationMix.reference()]
+
+
+def test_unknown_operator_is_a_one_line_config_error():
+    with pytest.raises(ConfigError) as info:
+        RunConfig.from_yaml_text("mutation: {optuna_step: 1, toy_stages: 1}", "run.yaml")
+    assert "mutation: Value error, unknown mutation operator 'toy_stages'; registered: optuna_step," in str(info.value)
+
+
+def test_old_keys_map_onto_the_operators_with_a_warning():
+    with pytest.warns(FutureWarning, match="deprecated"):
+        mix = MutationMix(llm=0.4, optuna=0.5)
+    # crossover (omitted: its old default 0.1) weighed both two-parent operators.
+    assert mix.weights == {"llm_edit": 0.4, "optuna_step": 0.5, "param_crossover": 0.1, "llm_merge": 0.1}
+    assert MutationMix().weights == mix.weights  # the defaults did not move
+    with pytest.raises(ConfigError, match="cannot be mixed"):
+        RunConfig.from_yaml_text("mutation: {llm: 1, optuna_step: 1}")
+    # What a run stores is the new spelling, which loads back unchanged and without a warning.
+    assert RunConfig.model_validate_json(RunConfig(mutation=mix).model_dump_json()).mutation == mix
+
+
+def test_the_two_crossovers_have_distinct_names_and_one_lineage_kind():
+    ops = operators.registry()
+    assert list(ops)[:4] == list(operators.BUILTIN)
+    assert ops["param_crossover"].origin is ops["llm_merge"].origin is Origin.CROSSOVER
+    assert not ops["param_crossover"].needs_llm and ops["llm_merge"].needs_llm and ops["llm_edit"].needs_llm
+    with pytest.raises(ValueError, match="registered already"):
+        operators.register(ops["llm_edit"])
+
+
+def test_operator_names_replace_the_old_keys_without_changing_a_draw(tmp_path, families):
+    def sequence(run_dir, mix):
+        loop = make_loop(config(run_dir, mutation=mix), families, llm=FakeLLMPool(lambda m: "no edit"), max_evals=20)
+        loop.run_until_done()
+        return [(c.origin, c.parent_ids, c.params, c.state) for c in loop.run.store.list_candidates()], loop
+
+    with pytest.warns(FutureWarning):
+        old_mix = MutationMix(llm=0.3, optuna=0.8, crossover=0.2)
+    old, loop = sequence(tmp_path / "old", old_mix)
+    new, _ = sequence(tmp_path / "new", MutationMix(optuna_step=0.8, param_crossover=0.2, llm_merge=0.2, llm_edit=0.3))
+    assert old == new
+    recorded = set(_children(loop))
+    assert {("optuna", "optuna_step"), ("llm", "llm_edit")} <= recorded
+    assert recorded <= {("optuna", "optuna_step"), ("crossover", "param_crossover"), ("crossover", "llm_merge"),
+                        ("llm", "llm_edit")}
+    calls = [loop.run.store.get_json(f"llm/call/{n:06d}") for n in range(1, int(loop.run.store.counter("llm_calls")) + 1)]
+    assert calls and {c["operator"] for c in calls} <= {"llm_edit", "llm_merge"}
+
+
+def test_queued_candidates_are_not_read_back(tmp_path, families, monkeypatch):
+    cfg = config(tmp_path)
+    loop = make_loop(cfg, families, pool=FakePool(size=4), max_evals=30)
+    loop.start()  # the four seeds (reference, toy x2, toy2): their sources are read here, once
+    assert len(loop.queue) == 4
+    store = loop.run.store
+    reads = {"source": 0, "find_candidate": 0}
+    for name in reads:
+        real = getattr(store, name)
+
+        def counted(*args, _real=real, _name=name):
+            reads[_name] += 1
+            return _real(*args)
+        monkeypatch.setattr(store, name, counted)
+    loop._dispatch()
+    assert len(loop.pool.inflight()) == 4 and not loop.queue
+    # One read each, inside the store's pending -> running check; no source read at all.
+    assert reads == {"source": 0, "find_candidate": 4}
+    monkeypatch.setattr(store, "find_candidate", lambda cid: pytest.fail("in-flight counts read the store"))
+    counts = loop._inflight_by_structure()
+    assert sum(counts.values()) == 4 and len(counts) == 2  # the reference's structure and the toy file's
+
+
+def test_the_baseline_is_parsed_once_and_a_source_hashed_once(tmp_path, families, monkeypatch):
+    loop = make_loop(config(tmp_path), families, max_evals=6)
+    loop.run_until_done()
+    first = loop.proposer.baseline_result()
+    assert first is not None
+    monkeypatch.setattr(loop.run.store, "get_result", lambda cid: pytest.fail("the baseline was read again"))
+    assert loop.proposer.baseline_result() is first
+
+    hashed: list[str] = []
+    real = population.models.source_hash
+    monkeypatch.setattr(population.models, "source_hash", lambda text: hashed.append(text) or real(text))
+    new = NewCandidate(family="toy", origin=Origin.SEED, source="def custom_kernel(A):\n    return A\n",
+                       fingerprint="x")
+    assert loop.proposer.fresh(new) and not loop.proposer.fresh(new)
+    cand = loop.run.add_candidate(new)
+    assert len(hashed) == 1 and cand.source_sha256 == real(new.source)
+    # A copy with another source gets its own hash, not the original's.
+    assert new.model_copy(update={"source": "y"}).source_sha256 == real("y")
