@@ -201,6 +201,7 @@ class Worker:
         self._last_finished: float | None = None
         self._lock = threading.Lock()
         self._spares: list[ChildProcess] = []
+        self._first_sizes: dict[str, set[int] | None] = {}  # announced: the sizes n its first stage needs
         self._target_spares = 2  # one verify child and the bench child
         self._top_up()
 
@@ -251,7 +252,18 @@ class Worker:
             return False
         path = materialize(request.source, self.workdir / "candidates")
         first = {c.n for c in request.bench_cases if request.screen is not None and c.name in request.screen.cases}
+        with self._lock:
+            self._first_sizes[request.candidate_id] = first or None
         return self.ahead.announce(request.candidate_id, path, self.shapes(request), first=first)
+
+    def compiled(self, candidate_ids: list[str]) -> list[str]:
+        """Those of the announced ``candidate_ids`` whose first stage would not wait for a compile,
+        so that the pool starts one of them rather than wait behind a long compile."""
+        if self.ahead is None:
+            return list(candidate_ids)
+        with self._lock:
+            sizes = {cid: self._first_sizes.get(cid) for cid in candidate_ids}
+        return [cid for cid in candidate_ids if self.ahead.is_ready(cid, sizes[cid])]
 
     def _timing_child(self) -> ChildProcess:
         child = self._take()
@@ -332,6 +344,8 @@ class Worker:
         if self._last_finished is not None:
             extra["idle"] = max(0.0, started - self._last_finished)  # this evaluator had nothing to do
         path = materialize(request.source, self.workdir / "candidates")
+        with self._lock:
+            self._first_sizes.pop(request.candidate_id, None)
         ahead: dict[str, float] = {}
         plan = request.screen
         screen = [c for c in request.bench_cases if plan is not None and c.name in plan.cases]
