@@ -92,7 +92,12 @@ PY
 case "$MODE" in
   start)   # start MINUTES G
     env_report; launch "$3" "$2"; watch "$3" 470
-    if running "$3"; then echo "still running: collect in the next call"; cp "$STATE/gpu$3.log" "$OUT/"; else collect "$3"; fi ;;
+    if running "$3"; then
+      echo "still running: collect in the next call"; cp "$STATE/gpu$3.log" "$OUT/"
+      # A snapshot so far, in case the machine goes back before the next call.
+      python3 -m search status "runs/gpu$3" --json > "$OUT/status$3-partial.json" 2>&1
+      python3 scripts/run_timeline.py "runs/gpu$3" > "$OUT/timeline$3-partial.txt" 2>&1
+    else collect "$3"; fi ;;
   collect) # collect COUNTS
     for g in $2; do
       if ! [ -f "$STATE/gpu$g.pid" ]; then echo "no run gpu$g on this machine (it went cold?)"; exit 1; fi

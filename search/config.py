@@ -77,6 +77,10 @@ class EvaluationConfig(_Section):
     pause_compiles_while_timing: bool = Field(
         True, description="stop the compile-ahead processes (SIGSTOP) while a candidate is timed: a busy host "
         "slowed launch-bound cases 7-22% in an H200 search; off: compiles never pause (more throughput)")
+    reuse_processes: bool = Field(
+        True, description="run a candidate in the evaluation processes that ran the last candidate of its "
+        "structure (children differing only in PARAMS), so start-up is paid once and no process starts before "
+        "timing; a case that fails in a reused process is re-run in a fresh one before it is blamed")
     compile_ahead: int = Field(
         2, ge=0, description="candidates queued per evaluator beyond the one it runs; their Triton kernels are "
         "compiled ahead (CUDA hidden, on CPUs the timing child does not use) into the run's cache; 0: off")

@@ -5,17 +5,23 @@ With ``--wait`` it imports torch and initialises the device first, then reads
 the job path from stdin: a warm spare that hides start-up cost.  Every message
 is one JSON line on FD (never stdout, which the candidate may print to).
 
-The process is used for one candidate only.  After a CUDA error it reports and
-exits, because such an error poisons the whole context.
+A process runs one candidate, or, when each job asks for it (``Job.keep_alive``), further
+candidates of the same structure (children that differ only in PARAMS), so their start-up and
+torch import are paid once.  It is reused only after a clean job that altered nothing trusted
+and left no thread running; the runner re-runs in a fresh process any job with a case that fails in a
+reused one, so a failure is blamed on the candidate that caused it.  After a CUDA error it
+reports and exits, because such an error poisons the whole context.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -210,44 +216,23 @@ def pick_device(requested: str) -> torch.device:
     return torch.device(requested)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kernels.harness.child")
-    parser.add_argument("--result-fd", type=int, required=True)
-    parser.add_argument("--wait", action="store_true", help="warm up, then read the job path from stdin")
-    parser.add_argument("job", nargs="?")
-    args = parser.parse_args(argv)
-    reporter = Reporter(args.result_fd)
-    if args.wait:
-        if torch.cuda.is_available():
-            torch.empty(1, device="cuda")
-        try:
-            import triton  # noqa: F401 - preload: part of the start-up cost we hide
-        except Exception:
-            pass
-        reporter.send("warm")
-        line = sys.stdin.readline().strip()
-        if not line:
-            return 0
-        job_path = line
-    else:
-        job_path = args.job
-    job = Job.model_validate_json(Path(job_path).read_text())
+def _run_job(job: Job, reporter: Reporter, counter: Any, trusted: dict[str, Any]) -> bool:
+    """Run one job; True if it ended cleanly (no fatal message, no poisoned device)."""
     device = pick_device(job.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
     reporter.send("ready", device=str(device), device_name=name, versions=versions(), pid=os.getpid())
-    counter = _compile_counter()
-    trusted = _trusted()
+    compiled0, hits0 = (counter.compiled, counter.cache_hits) if counter is not None else (0, 0)
     candidate = Path(job.candidate).resolve()
     try:
         kernel = load_candidate(candidate)
     except CandidateError as exc:
         reporter.send("fatal", status=CaseStatus.FAILED_COMPILE, error=str(exc))
-        return 0
+        return False
     changed = _tampered(trusted)
     if changed:
         reporter.send("fatal", status=CaseStatus.ERROR,
                       error=f"rejected: candidate altered {', '.join(changed)} on import")
-        return 0
+        return False
     clock = DeviceClock(device) if job.mode == "bench" else DeviceClock(torch.device("cpu"))
     reference = _load_reference(job, reporter)
     for index, case in enumerate(job.cases):
@@ -261,11 +246,52 @@ def main(argv: list[str] | None = None) -> int:
         if job.fail_fast and not result.ok:
             break
     if counter is not None:
-        reporter.send("jit", compiled=counter.compiled, cache_hits=counter.cache_hits)
-    reporter.send("done")
-    sys.stdout.flush()
-    # Skip interpreter teardown: a candidate's atexit or finalizers cannot change what was reported.
-    os._exit(0)
+        reporter.send("jit", compiled=counter.compiled - compiled0, cache_hits=counter.cache_hits - hits0)
+    return True
+
+
+def _reusable(job: Job, clean: bool, trusted: dict[str, Any], threads: int) -> bool:
+    """Whether this process may run another job: only one asked for it (``keep_alive``: the next
+    candidate is of the same structure), that ended cleanly, altered nothing a verdict or a time
+    depends on, and left no thread behind that could run work during the next one's timing."""
+    return job.keep_alive and clean and not _tampered(trusted) and threading.active_count() <= threads
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kernels.harness.child")
+    parser.add_argument("--result-fd", type=int, required=True)
+    parser.add_argument("--wait", action="store_true", help="warm up, then read job paths from stdin")
+    parser.add_argument("job", nargs="?")
+    args = parser.parse_args(argv)
+    reporter = Reporter(args.result_fd)
+    if args.wait:
+        if torch.cuda.is_available():
+            torch.empty(1, device="cuda")
+        try:
+            import triton  # noqa: F401 - preload: part of the start-up cost we hide
+        except Exception:
+            pass
+        reporter.send("warm")
+    counter = _compile_counter()
+    trusted = _trusted()  # before any candidate loads: a later job is checked against it too
+    threads = threading.active_count()
+    job_path = None if args.wait else args.job
+    while True:
+        if args.wait:
+            job_path = sys.stdin.readline().strip()
+            if not job_path:
+                return 0
+        job = Job.model_validate_json(Path(str(job_path)).read_text())
+        clean = _run_job(job, reporter, counter, trusted)
+        reusable = args.wait and _reusable(job, clean, trusted, threads)
+        reporter.send("done", reusable=reusable)
+        sys.stdout.flush()
+        if not reusable:
+            # Skip interpreter teardown: a candidate's atexit or finalizers cannot change what was reported.
+            os._exit(0)
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()  # the next candidate starts with the memory a fresh process has
 
 
 if __name__ == "__main__":

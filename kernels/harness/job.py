@@ -30,3 +30,6 @@ class Job(BaseModel):
     # Bench mode: a second file (torch.geqrf's) timed on the same cases right after the
     # candidate in this same process, so a re-check sees both under identical conditions.
     reference: str | None = None
+    # The process may stay for another job after this one (the next candidate is of the same
+    # structure); it does only when this one ended cleanly (kernels.harness.child._reusable).
+    keep_alive: bool = False

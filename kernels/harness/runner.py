@@ -70,6 +70,8 @@ class ChildProcess:
         os.close(write_fd)
         self._buffer = b""
         self.warm = False
+        self.jobs = 0  # jobs handed to it: more than one only for a reused child
+        self.reusable = False  # its last job ended with the child ready for another
 
     def wait_warm(self, timeout: float) -> bool:
         """Block until the child has imported torch and initialised the device (its first
@@ -95,6 +97,8 @@ class ChildProcess:
 
     def submit(self, job_path: Path) -> None:
         assert self.proc.stdin is not None
+        self.jobs += 1
+        self.reusable = False
         self.proc.stdin.write(f"{job_path}\n".encode())
         self.proc.stdin.flush()
 
@@ -141,8 +145,12 @@ class ChildProcess:
         return self._log.read().decode(errors="replace").strip()
 
     def close(self) -> None:
+        """Kill the child and release its pipe and log; closing twice is harmless (a reused
+        child's owner and the runner may both close it)."""
         self.kill()
-        os.close(self._read_fd)
+        if self._read_fd >= 0:
+            os.close(self._read_fd)
+            self._read_fd = -1
         self._log.close()
 
 
@@ -165,7 +173,10 @@ def _tail_line(text: str) -> str:
 
 
 def _run_attempt(child: ChildProcess, job: Job, indices: list[int], limits: RunLimits,
-                 on_case: Callable[[int, CaseResult], None] | None) -> _Attempt:
+                 on_case: Callable[[int, CaseResult], None] | None,
+                 release: Callable[[ChildProcess], None] | None = None) -> _Attempt:
+    """Run ``job`` in ``child``; a child that ends it ready for another goes to ``release``
+    (the caller's pool of reusable children), any other is closed."""
     attempt = _Attempt()
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         handle.write(job.model_dump_json())
@@ -234,9 +245,13 @@ def _run_attempt(child: ChildProcess, job: Job, indices: list[int], limits: RunL
                 attempt.jit_compiled = int(message.get("compiled", 0))
                 attempt.jit_cache_hits = int(message.get("cache_hits", 0))
             elif kind == "done":
+                child.reusable = bool(message.get("reusable")) and release is not None
                 return attempt
     finally:
-        child.close()
+        if child.reusable and child.proc.poll() is None:
+            release(child)  # type: ignore[misc]
+        else:
+            child.close()
         job_path.unlink(missing_ok=True)
 
 
@@ -257,6 +272,8 @@ def run_candidate(
     on_case: Callable[[int, CaseResult], None] | None = None,
     spawn: Callable[[], ChildProcess] = ChildProcess,
     reference: str | Path | None = None,
+    release: Callable[[ChildProcess], None] | None = None,
+    fresh: Callable[[], ChildProcess] = ChildProcess,
 ) -> SuiteReport:
     """Evaluate a candidate file on ``cases`` in child processes and report every case.
 
@@ -264,7 +281,13 @@ def run_candidate(
     earlier verify-mode job ran that exact call; every timed output is still verified.
     ``fast_gate_cases`` names cases whose gate call is checked with the fast float64 Q.
     ``reference`` (bench mode): a file timed on each case right after the candidate in the
-    same child; its median becomes the case's ``baseline_ms``."""
+    same child; its median becomes the case's ``baseline_ms``.
+
+    ``release`` lets children stay for another candidate of the same structure: each job asks
+    its child to stay, and a child that ends a job cleanly goes to ``release``.  A job with a
+    case that does not pass in a child that ran an earlier candidate is re-run whole in a
+    ``fresh`` one, so a crash, a hang or a wrong answer is blamed only on the candidate that
+    caused it, and the verdict is what a fresh process gives."""
     started = time.monotonic()
     path = Path(candidate).resolve()
     cases = list(cases)
@@ -281,8 +304,17 @@ def run_candidate(
     while remaining:
         job = Job(candidate=str(path), cases=[cases[i] for i in remaining], mode=mode, profile=profile,
                   device=device, policy=policy, fail_fast=fail_fast, gate=gate, fast_gate_cases=fast_gate_cases,
-                  reference=None if reference is None else str(Path(reference).resolve()))
-        attempt = _run_attempt(spawn(), job, remaining, limits, on_case)
+                  reference=None if reference is None else str(Path(reference).resolve()),
+                  keep_alive=release is not None)
+        child = spawn()
+        reused = child.jobs > 0
+        attempt = _run_attempt(child, job, remaining, limits, on_case, release)
+        if reused and (attempt.infra_error or any(not r.ok for r in attempt.results.values())
+                       or len(attempt.results) < len(remaining)):
+            # An earlier candidate may have left this process broken: the whole job runs again
+            # in a fresh child, whose verdict is the one a fresh process would have given (the
+            # same calls in the same order: a candidate that cheats after N calls still does).
+            attempt = _run_attempt(fresh(), job, remaining, limits, on_case, release)
         if attempt.device != "unknown":
             info.device, info.device_name, info.versions = attempt.device, attempt.device_name, attempt.versions
         results.update(attempt.results)

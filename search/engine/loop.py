@@ -230,7 +230,7 @@ class SearchLoop:
             # Profiles feed LLM prompts only: none for the reference, none while no LLM is configured.
             profile=ev.profile and self.llm is not None and cand.family != BASELINE_FAMILY,
             verify_processes=ev.verify_processes, fast_gates=ev.fast_gates, screen=screen,
-            pause_compiles=ev.pause_compiles_while_timing)
+            pause_compiles=ev.pause_compiles_while_timing, reuse_processes=ev.reuse_processes)
 
     def _dispatch(self) -> None:
         free = self.pool.free_slots()

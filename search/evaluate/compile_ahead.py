@@ -11,6 +11,10 @@ specialise on n, so no kernel is compiled twice), up to ``parallel`` processes a
 announcement order; a candidate whose turn comes before its compile finished moves to the
 front of the line and is waited for.
 
+The evaluator asks :meth:`CompileAhead.is_ready` so that it evaluates first a queued
+candidate whose compile is done, rather than wait for the head of its queue (a
+lookahead_split candidate compiles for about 50 s in 5 processes, a householder one in 3 s).
+
 The compiler is injected (``start``/``read``), so the scheduling is tested with a fake one.
 """
 
@@ -161,6 +165,15 @@ class CompileAhead:
             self._order.append(candidate_id)
             self._pump_locked()
         return True
+
+    def is_ready(self, candidate_id: str, sizes: Collection[int] | None = None) -> bool:
+        """True if an evaluation of the candidate on ``sizes`` (all if None) would not wait for
+        a compile: its units for them are finished, or it was never announced."""
+        with self._lock:
+            job = self._jobs.get(candidate_id)
+            if job is None:
+                return True
+            return all(u.finished is not None for u in job.units if sizes is None or u.shapes[0][1] in sizes)
 
     def running(self) -> list[str]:
         with self._lock:

@@ -4,7 +4,7 @@ production (:mod:`search.evaluate.ray_pool`), fakes in tests."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, Union
+from typing import Collection, Protocol, Sequence, Union
 
 from search.evaluate.worker import EvalOutcome, EvalRequest
 
@@ -51,3 +51,13 @@ class EvaluatorPool(Protocol):
     def stats(self) -> PoolStats: ...
 
     def shutdown(self) -> None: ...
+
+
+def next_in_queue(queue: Sequence[str], compiled: Collection[str], head_waited_s: float, head_limit_s: float) -> int:
+    """Which of an evaluator's queued candidates to start: the first whose kernels are compiled,
+    so that a long compile (a lookahead_split candidate: about 50 s in 5 processes) does not
+    hold the evaluator while others are ready; the head when none is, or once the head has
+    waited ``head_limit_s`` (its case timeout), so that no candidate waits for ever."""
+    if head_waited_s > head_limit_s:
+        return 0
+    return next((i for i, cid in enumerate(queue) if cid in compiled), 0)

@@ -24,7 +24,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
 from search.evaluate.compile_ahead import CompileAhead, split_cpus
-from search.evaluate.pool import Completed, Lost, PoolEvent, PoolStats
+from search.evaluate.pool import Completed, Lost, PoolEvent, PoolStats, next_in_queue
 from search.evaluate.worker import EvalOutcome, EvalRequest, Worker
 
 
@@ -104,6 +104,10 @@ class EvaluatorActor:
     def prefetch(self, request_json: str) -> bool:
         return self.worker.prefetch(EvalRequest.model_validate_json(request_json))
 
+    @ray.method(concurrency_group="ahead")  # after the prefetches sent before it, in order
+    def compiled(self, candidate_ids: list[str]) -> list[str]:
+        return self.worker.compiled(candidate_ids)
+
     def utilization(self) -> float | None:
         return self.sampler.mean() if self.sampler else None
 
@@ -150,6 +154,7 @@ class RayPool:
     cpus_per_evaluator: float = 1.0
     env_extra: dict[str, str] = field(default_factory=dict)
     lookahead: int = 0
+    ready_first: bool = True  # start a queued request whose compile is done before the head
     slots: list[_Slot] = field(default_factory=list)
     _flights: dict[Any, _Flight] = field(default_factory=dict)
     created_at: float = field(default_factory=time.monotonic)
@@ -242,7 +247,22 @@ class RayPool:
     def _next(self, slot: _Slot) -> None:
         """Start the slot's next queued request, if it is up and idle."""
         if slot.queue and slot.ping is None and not self._running(slot):
-            self._start(slot, slot.queue.pop(0))
+            self._start(slot, slot.queue.pop(self._pick(slot)))
+
+    def _pick(self, slot: _Slot) -> int:
+        """The queued request to start (:func:`search.pool.next_in_queue`)."""
+        queue = slot.queue
+        if len(queue) < 2 or not self.ready_first:
+            return 0
+        head = queue[0]
+        waited = time.time() - head.dispatched_at if head.dispatched_at is not None else 0.0
+        if waited > head.limits.case_timeout_s:
+            return 0  # no need to ask
+        try:
+            ready = ray.get(slot.actor.compiled.remote([r.candidate_id for r in queue]), timeout=10.0)
+        except (RayError, TimeoutError):
+            return 0
+        return next_in_queue([r.candidate_id for r in queue], set(ready), waited, head.limits.case_timeout_s)
 
     def poll(self, timeout: float) -> list[PoolEvent]:
         events: list[PoolEvent] = []

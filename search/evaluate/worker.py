@@ -2,9 +2,13 @@
 
 This is what an evaluator actor runs; it needs neither Ray nor the run store,
 so it is tested directly.  The candidate travels as source text and is written
-to ``cand_<sha>.py`` (Triton kernels cannot be pickled).  Every candidate runs
-in fresh child processes (a CUDA error poisons a process, so none is reused);
-a warm spare child that has already imported torch hides the start-up cost.
+to ``cand_<sha>.py`` (Triton kernels cannot be pickled).  A candidate runs in warm
+spare children that have already imported torch, or, with ``reuse_processes``, in
+the children that ran the last candidate of its structure (children that differ
+only in PARAMS): their start-up is then paid once, and no process starts between
+two evaluations to be waited for before timing.  A reused child that fails a case
+has its job re-run whole in a fresh one (:func:`kernels.harness.runner.run_candidate`),
+so only the candidate that causes a crash, a hang or a wrong answer is blamed.
 """
 
 from __future__ import annotations
@@ -12,8 +16,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
-from typing import Literal
+from typing import Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,6 +26,7 @@ from kernels.candidate import materialize
 from kernels.harness.results import CaseResult, SuiteReport
 from kernels.harness.runner import ChildProcess, child_env, run_candidate, run_candidate_parallel, shape_groups
 from kernels.harness.settings import RunLimits, TimingPolicy
+from kernels.params import structure_fingerprint
 from kernels.suites import Case
 from population.models import CaseOutcome, EvalResult, State
 from population.outcomes import CaseStatus
@@ -48,6 +54,7 @@ class EvalRequest(BaseModel):
     fast_gates: bool = False  # bench-case gate calls checked with the fast float64 Q
     screen: ScreenPlan | None = None  # the cascade's timing screen (None: full bench at once)
     pause_compiles: bool = True  # stop compile-ahead processes while the bench stage times
+    reuse_processes: bool = True  # run it in the children that ran its structure's last candidate
     dispatched_at: float | None = None  # time.time() when the pool handed it to an evaluator
     # A re-check (``qrsearch recheck``): torch.geqrf's source, timed in the candidate's bench child.
     reference_source: str | None = None
@@ -199,7 +206,15 @@ class Worker:
         self._last_finished: float | None = None
         self._lock = threading.Lock()
         self._spares: list[ChildProcess] = []
+        self._first_sizes: dict[str, set[int] | None] = {}  # announced: the sizes n its first stage needs
         self._target_spares = 2  # one verify child and the bench child
+        # Children kept for the next candidate of a structure (most recent last): gate
+        # children, and one pinned timing child each.  A few structures at most, since each
+        # child holds a device context.
+        self._kept: OrderedDict[str, list[ChildProcess]] = OrderedDict()
+        self._kept_timing: OrderedDict[str, ChildProcess] = OrderedDict()
+        self.max_kept_structures = 3
+        self.reused = 0  # children handed a second or later job
         self._top_up()
 
     def _top_up(self) -> None:
@@ -215,15 +230,50 @@ class Worker:
             while len(self._spares) < self._target_spares:
                 self._spares.append(ChildProcess(env=self.env))
 
-    def _take(self) -> ChildProcess:
-        """The oldest live spare, else a new child (thread-safe: the verify stage takes several)."""
+    def _take(self, structure: str | None = None) -> ChildProcess:
+        """A child kept for ``structure``, else the oldest live spare, else a new child
+        (thread-safe: the verify stage takes several)."""
         with self._lock:
+            kept = self._kept.get(structure or "", [])
+            while kept:
+                child = kept.pop()
+                if child.proc.poll() is None:
+                    self.reused += 1
+                    return child
+                child.close()
             while self._spares:
                 child = self._spares.pop(0)
                 if child.proc.poll() is None:
                     return child
                 child.close()
         return ChildProcess(env=self.env)
+
+    def _keeper(self, structure: str, timing: bool) -> Callable[[ChildProcess], None]:
+        """Where a child that ended a job of ``structure`` cleanly goes: kept for the next one."""
+
+        def keep(child: ChildProcess) -> None:
+            with self._lock:
+                if timing:
+                    old = self._kept_timing.pop(structure, None)
+                    if old is not None and old is not child:
+                        old.close()
+                    self._kept_timing[structure] = child
+                else:
+                    self._kept.setdefault(structure, []).append(child)
+                    self._kept.move_to_end(structure)
+                    while len(self._kept[structure]) > self._target_spares:
+                        self._kept[structure].pop(0).close()
+                self._evict_locked()
+
+        return keep
+
+    def _evict_locked(self) -> None:
+        """Close the children of the least recently used structures beyond ``max_kept_structures``."""
+        for pool in (self._kept, self._kept_timing):
+            while len(pool) > self.max_kept_structures:
+                _, old = pool.popitem(last=False)
+                for child in old if isinstance(old, list) else [old]:
+                    child.close()
 
     def _settle(self, timeout: float) -> None:
         """Wait until no spare is still starting (dropping any that died or stalled)."""
@@ -249,10 +299,35 @@ class Worker:
             return False
         path = materialize(request.source, self.workdir / "candidates")
         first = {c.n for c in request.bench_cases if request.screen is not None and c.name in request.screen.cases}
+        with self._lock:
+            self._first_sizes[request.candidate_id] = first or None
         return self.ahead.announce(request.candidate_id, path, self.shapes(request), first=first)
 
-    def _timing_child(self) -> ChildProcess:
+    def compiled(self, candidate_ids: list[str]) -> list[str]:
+        """Those of the announced ``candidate_ids`` whose first stage would not wait for a compile,
+        so that the pool starts one of them rather than wait behind a long compile."""
+        if self.ahead is None:
+            return list(candidate_ids)
+        with self._lock:
+            sizes = {cid: self._first_sizes.get(cid) for cid in candidate_ids}
+        return [cid for cid in candidate_ids if self.ahead.is_ready(cid, sizes[cid])]
+
+    def _timing_child(self, structure: str | None = None) -> ChildProcess:
+        with self._lock:
+            kept = self._kept_timing.pop(structure, None) if structure else None
+        if kept is not None and kept.proc.poll() is None:
+            self.reused += 1
+            return kept  # pinned already
+        if kept is not None:
+            kept.close()
         child = self._take()
+        if self.timing_cpus:
+            child.pin(self.timing_cpus)
+        return child
+
+    def _fresh_timing_child(self) -> ChildProcess:
+        """A new pinned child for a case re-run after it failed in a reused one."""
+        child = ChildProcess(env=self.env)
         if self.timing_cpus:
             child.pin(self.timing_cpus)
         return child
@@ -283,8 +358,11 @@ class Worker:
             self._top_up()
         gates = list(verify_cases) + list(bench_cases)
         fast = frozenset(c.name for c in bench_cases) if request.fast_gates else frozenset()
-        taken = [self._take() for _ in range(len(shape_groups(gates, processes)))]
-        self._top_up()  # their replacements import torch while the gates run, never while timing
+        structure = structure_fingerprint(request.source) if request.reuse_processes else None
+        taken = [self._take(structure) for _ in range(len(shape_groups(gates, processes)))]
+        self._top_up()  # replacements of spares taken import torch while the gates run, never while timing
+        keep = self._keeper(structure, timing=False) if structure else None
+        keep_timing = self._keeper(structure, timing=True) if structure else None
         spare_lock = threading.Lock()
 
         def spawn() -> ChildProcess:
@@ -298,7 +376,8 @@ class Worker:
         try:
             verify = run_candidate_parallel(path, gates, processes=processes, suite=request.verify_suite,
                                             mode="verify", device=request.device, limits=limits, fail_fast=True,
-                                            fast_gate_cases=fast, spawn=spawn)
+                                            fast_gate_cases=fast, spawn=spawn, release=keep,
+                                            fresh=lambda: ChildProcess(env=self.env))
             bench = None
             if verify.ok:
                 settling = time.monotonic()
@@ -310,15 +389,19 @@ class Worker:
                 try:
                     bench = run_candidate(path, bench_cases, suite=request.bench_suite, mode="bench",
                                           device=request.device, limits=limits, policy=policy, fail_fast=True,
-                                          profile=request.profile, gate=False, spawn=self._timing_child,
-                                          reference=reference)
+                                          profile=request.profile, gate=False,
+                                          spawn=lambda: self._timing_child(structure), reference=reference,
+                                          release=keep_timing, fresh=self._fresh_timing_child)
                 finally:
                     if paused:
                         self.ahead.resume()  # type: ignore[union-attr]
         finally:
-            for child in taken:
-                child.close()
-            self._top_up()  # the bench child's replacement starts now, after timing
+            for child in taken:  # not needed after all: kept ones stay kept
+                if keep is not None and child.jobs > 0 and child.proc.poll() is None:
+                    keep(child)
+                else:
+                    child.close()
+            self._top_up()  # the bench child's replacement (if a spare was used) starts now, after timing
         return verify, bench
 
     def evaluate(self, request: EvalRequest) -> EvalOutcome:
@@ -329,6 +412,8 @@ class Worker:
         if self._last_finished is not None:
             extra["idle"] = max(0.0, started - self._last_finished)  # this evaluator had nothing to do
         path = materialize(request.source, self.workdir / "candidates")
+        with self._lock:
+            self._first_sizes.pop(request.candidate_id, None)
         ahead: dict[str, float] = {}
         plan = request.screen
         screen = [c for c in request.bench_cases if plan is not None and c.name in plan.cases]
@@ -373,6 +458,9 @@ class Worker:
         if self.ahead is not None:
             self.ahead.close()
         with self._lock:
-            for child in self._spares:
+            kept = [c for pool in self._kept.values() for c in pool] + list(self._kept_timing.values())
+            for child in self._spares + kept:
                 child.close()
             self._spares = []
+            self._kept.clear()
+            self._kept_timing.clear()

@@ -168,6 +168,11 @@ def test_a_worker_compiles_announced_candidates_ahead_under_the_interpreter(tmp_
     try:
         first, second = request("c0000001"), request("c0000002")
         assert worker.prefetch(first) and not worker.prefetch(first)
+        assert worker.compiled(["c0000001", "c0000002"]) == ["c0000002"]  # c1 compiles (0.2 s); c2 unknown
+        deadline = time.monotonic() + 20
+        while worker.compiled(["c0000001"]) != ["c0000001"] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert worker.compiled(["c0000001"]) == ["c0000001"]  # what the pool asks before it starts one
         out = worker.evaluate(first)
         assert out.state is State.VERIFIED, out.reason
         units = len(compiler.calls)  # one compile process per n
@@ -236,3 +241,45 @@ def test_compiles_pause_while_timing_and_none_starts_until_resumed(tmp_path):
         assert sched.wait("c1", timeout=30).state == "done" and sched.wait("c2", timeout=30).state == "done"
     finally:
         sched.close()
+
+
+def test_is_ready_tells_which_announced_candidates_would_not_wait(tmp_path):
+    compiler = FakeCompiler(delay=0.5)
+    sched = ahead(tmp_path, compiler, parallel=2)
+    try:
+        sched.announce("c1", cand(tmp_path, "c1"), [(2, 32), (2, 64)])
+        sched.announce("c2", cand(tmp_path, "c2"), [(2, 32)])  # behind c1's two processes
+        assert not sched.is_ready("c1") and not sched.is_ready("c2")
+        assert sched.is_ready("never-announced")  # nothing to wait for
+        deadline = time.monotonic() + 20
+        while not sched.is_ready("c1") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sched.is_ready("c1") and sched.is_ready("c1", {64})
+        assert not sched.is_ready("c2")  # started only as c1's processes finished
+        assert sched.wait("c2", timeout=30).state == "done"
+    finally:
+        sched.close()
+
+
+def test_a_screened_candidate_is_ready_once_its_screen_sizes_are_compiled(tmp_path):
+    compiler = FakeCompiler(delay=0.4)
+    sched = ahead(tmp_path, compiler, parallel=1)
+    try:
+        sched.announce("c1", cand(tmp_path, "c1"), [(2, 32), (2, 64), (2, 128)], first={64})
+        deadline = time.monotonic() + 20
+        while not sched.is_ready("c1", {64}) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sched.is_ready("c1", {64}) and not sched.is_ready("c1")
+    finally:
+        sched.close()
+
+
+def test_the_evaluator_starts_a_compiled_candidate_before_the_head_of_its_queue():
+    from search.pool import next_in_queue
+
+    queue = ["c5", "c6", "c7"]
+    assert next_in_queue(queue, {"c7", "c6"}, head_waited_s=3, head_limit_s=240) == 1
+    assert next_in_queue(queue, set(), head_waited_s=3, head_limit_s=240) == 0  # none ready: the head
+    assert next_in_queue(queue, {"c5", "c7"}, head_waited_s=3, head_limit_s=240) == 0
+    # A head that waited its whole case timeout goes next even if others are ready: no one starves.
+    assert next_in_queue(queue, {"c7"}, head_waited_s=241, head_limit_s=240) == 0

@@ -86,7 +86,7 @@ def test_bench_cases_are_gated_by_reference_calls_in_the_verify_stage(worker):
 
 def test_spare_children_are_replaced_after_each_use(worker):
     before = list(worker._spares)
-    worker.evaluate(request(BASELINE_PATH.read_text(), verify_processes=2))
+    worker.evaluate(request(BASELINE_PATH.read_text(), verify_processes=2, reuse_processes=False))
     after = worker._spares
     processes = min(2, os.cpu_count() or 1)
     assert len(after) == processes + 1  # the verify stage's children and the bench child
@@ -132,3 +132,46 @@ def test_stage_seconds_say_where_the_time_went(worker):
     assert 0 < stages["rechecks"] < stages["bench"] and 0 < stages["profile"] < stages["bench"]
     assert stages["verify"] + stages["bench"] <= out.result.eval_seconds + 1e-6
     assert all(c.wall_s and c.wall_s > 0 for c in out.result.cases)
+
+
+def test_children_of_one_structure_share_processes_and_a_crash_blames_only_its_child(tmp_path, monkeypatch):
+    """Lever 4 of the throughput issue: children that differ only in PARAMS run through the same
+    processes (no start-up, nothing to wait for before timing); the child that crashes in one
+    is the only one blamed, and the next one runs normally."""
+    import kernels.harness.runner as runner_module
+    import search.worker as worker_module
+    from tests.kernels.test_reuse import TEMPLATE
+
+    starts: list[str] = []
+    real_child = runner_module.ChildProcess
+
+    def counting_child(*args, **kwargs):
+        starts.append("start")
+        return real_child(*args, **kwargs)
+
+    monkeypatch.setattr(worker_module, "ChildProcess", counting_child)
+    monkeypatch.setattr(runner_module, "ChildProcess", counting_child)
+    w = Worker(tmp_path / "work", name="cpu0")
+    try:
+        def child(cid: str, crash: int = 0):
+            return request(TEMPLATE.format(crash=crash, poison=0, thread=0), candidate_id=cid, verify_processes=1)
+
+        first = w.evaluate(child("c0000001"))
+        assert first.state is State.VERIFIED, first.reason
+        starts.clear()
+        crashing = w.evaluate(child("c0000002", crash=1))
+        assert crashing.state is State.CRASHED and "exited with code 7" in crashing.reason
+        assert w.reused == 1  # it ran in first's gate process, crashed, and was re-run fresh
+        third = w.evaluate(child("c0000003"))
+        assert third.state is State.VERIFIED, third.reason
+        starts.clear()
+        reused = w.reused
+        fourth = w.evaluate(child("c0000004"))
+        assert fourth.state is State.VERIFIED, fourth.reason
+        assert starts == []  # no process started for it: gates and timing ran in third's processes
+        assert w.reused == reused + 2
+        assert fourth.result.stage_seconds["settle"] < 0.5  # nothing was starting before its timing
+        other = w.evaluate(request(BASELINE_PATH.read_text(), candidate_id="c0000005"))
+        assert other.state is State.VERIFIED and w.reused == reused + 2  # another structure: its own processes
+    finally:
+        w.close()
