@@ -206,8 +206,8 @@ def _verify(a: torch.Tensor, output: object, given: torch.Tensor | None, exact_q
             worst = int(torch.where(bad, scaled.nan_to_num(math.inf), -1.0).argmax())
             return _fail(f"{what} in matrix {worst}: {measure} {float(scaled[worst]):.3g} > {limit:g}",
                          worst_matrix=worst, **evidence)
-    worst = int(factor_scaled.argmax()) if batch else None
-    return VerifyResult(ok=True, message=f"ok (batch={batch}, n={n})", worst_matrix=worst, **evidence)
+    worst_factor = int(factor_scaled.argmax()) if batch else None
+    return VerifyResult(ok=True, message=f"ok (batch={batch}, n={n})", worst_matrix=worst_factor, **evidence)
 
 
 def _finite_max(x: torch.Tensor) -> float | None:

@@ -170,7 +170,7 @@ class Family:
             if self.champion is None and candidate.id not in self.disputed:
                 self._crown(candidate, "first", changed, changes)
             elif rec.status is not StructureStatus.MATURING and self._faster(candidate):
-                cause = "improved" if fp == self.champion.fingerprint else "overtook"
+                cause = "improved" if self.champion is not None and fp == self.champion.fingerprint else "overtook"
                 self._crown(candidate, cause, changed, changes)
 
         # Parameters are part of a structure (the fingerprint keeps their keys), so an empty

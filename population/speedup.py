@@ -28,6 +28,5 @@ def with_speedups(result: EvalResult, baseline: EvalResult | None) -> EvalResult
     if result.geomean_ms is not None and speedups and all(s for s in speedups):
         overall = geomean(speedups)
     # The reference's geomean over the same cases (a family is timed on its domain only).
-    base = [times.get(c.case) for c in result.cases]
-    base_gm = geomean(base)
+    base_gm = geomean([times.get(c.case) for c in result.cases])
     return result.model_copy(update={"cases": tuple(cases), "speedup": overall, "baseline_geomean_ms": base_gm})

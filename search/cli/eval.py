@@ -129,8 +129,8 @@ def _verify_table(report: SuiteReport) -> Table:
         table.add_column(column, overflow="fold", no_wrap=column == "case")
     for r in report.cases:
         v = r.verify
-        table.add_row(r.case.name, _status(r), _fmt(v and v.factor_scaled), _fmt(v and v.orth_scaled),
-                      _fmt(v and v.leakage_scaled), _fmt(v and v.recon_scaled), "" if r.ok else r.message)
+        table.add_row(r.case.name, _status(r), _fmt(v.factor_scaled if v else None), _fmt(v.orth_scaled if v else None),
+                      _fmt(v.leakage_scaled if v else None), _fmt(v.recon_scaled if v else None), "" if r.ok else r.message)
     return table
 
 
@@ -146,10 +146,10 @@ def _bench_table(report: SuiteReport) -> Table:
         on_gpu = t is not None and t.timer == "cuda_events" and t.median_ms > 0
         floor = f"{100 * floors(r.case).fp32_floor_ms / t.median_ms:.1f}" if on_gpu and t else "-"
         table.add_row(
-            r.case.name, _status(r), fmt_ms(t and t.median_ms),
+            r.case.name, _status(r), fmt_ms(t.median_ms if t else None),
             f"{fmt_ms(t.min_ms)}/{fmt_ms(t.max_ms)}" if t else "-", str(t.count) if t else "-",
             fmt_ms(r.baseline_ms), fmt_speedup(r.speedup), floor,
-            _fmt(v and v.factor_scaled), _fmt(v and v.orth_scaled), "" if r.ok else r.message,
+            _fmt(v.factor_scaled if v else None), _fmt(v.orth_scaled if v else None), "" if r.ok else r.message,
         )
     return table
 

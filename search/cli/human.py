@@ -12,7 +12,7 @@ import ast
 import json
 import re
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import typer
 from rich.console import Console
@@ -291,6 +291,6 @@ def print_human_and_focus(data: dict[str, Any], console: Console) -> None:
                           f"champion {row['champion']})")
 
 
-COMMANDS = {"inject": inject_command, "note": note_command, "recheck": recheck_command,
+COMMANDS: dict[str, Callable[..., Any]] = {"inject": inject_command, "note": note_command, "recheck": recheck_command,
             "promote": promote_command, "retire": retire_command, "pause": pause_command,
             "unpause": unpause_command}

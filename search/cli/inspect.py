@@ -79,7 +79,8 @@ def champions_command(
         return
     console.print(champions_table(data))
     console.print(cases_table(data))
-    if on_cpu(data["device"]):
+    device = data.get("device")
+    if on_cpu(device if isinstance(device, str) else None):
         console.print(f"[yellow]{CPU_CAVEAT}[/]")
 
 
@@ -306,7 +307,8 @@ def export_command(
         else:
             ref = candidate if candidate is not None else view.check_family(family)  # type: ignore[arg-type]
             text, cid = export_candidate(view, ref)
-            summary = f"candidate {cid}" + (f", {family_choice(view, family)[1]}" if candidate is None else "")
+            summary = f"candidate {cid}" + (f", {family_choice(view, family)[1]}"  # type: ignore[arg-type]
+                                            if candidate is None else "")
     except (ExportError, InspectError) as exc:
         raise _fail(str(exc))
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -48,7 +48,7 @@ class DriverError(RuntimeError):
 
 
 @dataclass
-class Session:
+class RunSession:
     config: RunConfig
     run: Run
     run_dir: Path
@@ -134,7 +134,7 @@ def open_run(run_dir: Path) -> tuple[RunConfig, Run]:
     return config, run
 
 
-def execute(session: Session, address: str | None, console: Console, grace_s: float = 60.0) -> int:
+def execute(session: RunSession, address: str | None, console: Console, grace_s: float = 60.0) -> int:
     """Run the loop until a budget, a signal or exhaustion stops it.  Returns an exit code."""
     import ray
 
@@ -296,7 +296,7 @@ def _summary(loop: SearchLoop, console: Console, run_dir: Path) -> None:
 def launch(config: RunConfig, address: str | None = None, console: Console | None = None) -> int:
     console = console or Console()
     run = create_run(config)
-    session = Session(config=config, run=run, run_dir=config.run_dir, max_evals=config.budget.max_evals,
+    session = RunSession(config=config, run=run, run_dir=config.run_dir, max_evals=config.budget.max_evals,
                       max_minutes=config.budget.max_minutes)
     return execute(session, address, console)
 
@@ -307,7 +307,7 @@ def resume(run_dir: Path, max_evals: int | None = None, max_minutes: float | Non
     config, run = open_run(run_dir)
     done = int(run.store.counter(C.GPU_EVALUATIONS))
     budget = done + max_evals if max_evals is not None else config.budget.max_evals
-    session = Session(config=config, run=run, run_dir=Path(run_dir), max_evals=budget,
+    session = RunSession(config=config, run=run, run_dir=Path(run_dir), max_evals=budget,
                       max_minutes=max_minutes if max_minutes is not None else config.budget.max_minutes)
     console.print(f"resuming {run_dir}: {done} evaluations so far" +
                   (f", up to {budget}" if budget is not None else ""))

@@ -38,7 +38,8 @@ class PoolStats:
 
 
 class EvaluatorPool(Protocol):
-    size: int
+    @property
+    def size(self) -> int: ...
 
     def free_slots(self) -> int: ...
 

@@ -86,7 +86,7 @@ def _make_worker(workdir: str, env_extra: dict[str, str], name: str, compile_ahe
 
 
 # "ahead" runs prefetch (announcing the next candidates) while evaluate runs in the default group.
-@ray.remote(max_restarts=-1, max_task_retries=0, concurrency_groups={"ahead": 1})
+@ray.remote(max_restarts=-1, max_task_retries=0, concurrency_groups={"ahead": 1})  # type: ignore[call-overload]
 class EvaluatorActor:
     def __init__(self, workdir: str, env_extra: dict[str, str], name: str, compile_ahead: bool = False) -> None:
         self.name = name

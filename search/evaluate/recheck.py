@@ -67,8 +67,8 @@ def compare(recorded: EvalResult, baseline: EvalResult | None, state: State, fre
             continue
         ratio = new.median_ms / old.median_ms
         best = (new.min_ms or new.median_ms) / old.median_ms
-        drift = (new.baseline_ms / geqrf_before[new.case]
-                 if new.baseline_ms and geqrf_before.get(new.case) else None)
+        geqrf_then = geqrf_before.get(new.case)
+        drift = new.baseline_ms / geqrf_then if new.baseline_ms and geqrf_then else None
         adjusted = best / min(MAX_DRIFT, max(1 / MAX_DRIFT, drift)) if drift else best
         band = max(MIN_BAND, _half_spread(old))
         rows.append({"case": new.case, "recorded_ms": old.median_ms, "recorded_min_ms": old.min_ms,
@@ -80,7 +80,7 @@ def compare(recorded: EvalResult, baseline: EvalResult | None, state: State, fre
                      "adjusted_ratio": round(adjusted, 4), "band": round(band, 4),
                      "holds": adjusted <= 1.0 + band})
     holds = bool(rows) and all(r["holds"] for r in rows)
-    worst = max((r for r in rows if "adjusted_ratio" in r), key=lambda r: r["adjusted_ratio"], default=None)
+    worst = max((r for r in rows if "adjusted_ratio" in r), key=lambda r: float(r["adjusted_ratio"]), default=None)  # type: ignore[arg-type]
     summary = ("holds" if holds else "does not hold") + (
         f": worst {worst['case']}, best re-timed call {worst['adjusted_ratio']:.3g}x the recorded median "
         f"(band {worst['band']:.0%})"

@@ -101,8 +101,8 @@ def _outcome(case: CaseResult) -> CaseOutcome:
         residuals = {k: x for k, x in (("factor", v.factor_scaled), ("orth", v.orth_scaled),
                                        ("leak", v.leakage_scaled), ("recon", v.recon_scaled)) if x is not None}
     return CaseOutcome(case=case.case.name, status=case.status,
-                       median_ms=t and t.median_ms, min_ms=t and t.min_ms, max_ms=t and t.max_ms,
-                       count=t and t.count, baseline_ms=case.baseline_ms,
+                       median_ms=t.median_ms if t else None, min_ms=t.min_ms if t else None,
+                       max_ms=t.max_ms if t else None, count=t.count if t else None, baseline_ms=case.baseline_ms,
                        residuals=residuals, message=("" if case.ok else case.message)[:2000], wall_s=case.wall_s)
 
 
@@ -220,7 +220,7 @@ class Worker:
     def _top_up(self) -> None:
         """Start children until ``_target_spares`` live ones wait (extra ones are closed)."""
         with self._lock:
-            alive = []
+            alive: list[ChildProcess] = []
             for child in self._spares:
                 if child.proc.poll() is None and len(alive) < self._target_spares:
                     alive.append(child)

@@ -97,7 +97,8 @@ class FakePool:
         return self.size - len(self._flight)
 
     def submit(self, request: EvalRequest) -> None:
-        assert self.free_slots() > 0, "the loop must not oversubscribe evaluators"
+        if self.free_slots() <= 0:  # as RayPool does: the loop must not oversubscribe evaluators
+            raise RuntimeError("submit() without a free slot")
         self.submitted.append(request.candidate_id)
         self._flight.append(request)
 

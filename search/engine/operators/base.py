@@ -29,12 +29,19 @@ if TYPE_CHECKING:
 
 
 class KernelFamily(Protocol):
-    """What the search needs of a registered family (kernels.families.Family)."""
+    """What the search needs of a registered family (kernels.families.RegisteredFamily), read-only."""
 
-    name: str
-    description: str
-    baseline: bool
-    space: type[ParamSpace]
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def baseline(self) -> bool: ...
+
+    @property
+    def space(self) -> type[ParamSpace]: ...
 
     def source(self) -> str: ...
 

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import search.cli.eval as cli_eval
 from kernels.families import BASELINE_PATH
 from kernels.harness.results import SuiteReport
 from kernels.harness.settings import RunLimits, TimingPolicy
@@ -26,7 +25,10 @@ def _captured(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> list[dict[str
         return SuiteReport(candidate=str(candidate), suite=kwargs["suite"], mode=kwargs["mode"], device="cpu",
                            device_name="cpu", versions={}, cases=[])
 
-    monkeypatch.setattr(cli_eval, "run_candidate", fake_run)
+    # The commands import the harness when they run (so `qrsearch status` never loads torch).
+    import kernels.harness.runner as runner
+
+    monkeypatch.setattr(runner, "run_candidate", fake_run)
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     CliRunner().invoke(app, args)
     assert calls, "the command never reached the harness"

@@ -16,7 +16,7 @@ import ray
 from population.models import State
 from population.store import RunStore
 from search.config import BudgetConfig, RayConfig
-from search.evaluate.driver import Session, create_run, execute, launch
+from search.evaluate.driver import RunSession, create_run, execute, launch
 from search.engine.tuning import Tuner
 from tests.search.toy_driver import install, toy_config
 
@@ -85,7 +85,7 @@ def _after_each_step(monkeypatch, hook):
 
 def _session(config, max_evals):
     run = create_run(config)
-    return Session(config=config, run=run, run_dir=config.run_dir, max_evals=max_evals, max_minutes=5)
+    return RunSession(config=config, run=run, run_dir=config.run_dir, max_evals=max_evals, max_minutes=5)
 
 
 def test_killed_evaluator_requeues_its_work_and_blames_nobody(tmp_path, monkeypatch):

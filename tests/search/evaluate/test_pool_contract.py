@@ -1,0 +1,96 @@
+"""One contract for every EvaluatorPool the loop can be given: the Ray actors of production
+(search.evaluate.ray_pool.RayPool, here on a local CPU-only Ray) and the fake the loop's
+tests use (tests/search/fakes.py).  A new implementation joins the parametrisation."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from kernels.families import BASELINE_PATH
+from kernels.harness.settings import RunLimits, TimingPolicy
+from kernels.suites import get_suite
+from population.models import State
+from search.evaluate.pool import Completed, EvaluatorPool, PoolEvent, PoolStats
+from search.evaluate.worker import EvalRequest
+from tests.search.fakes import FakePool
+
+
+def request(cid: str) -> EvalRequest:
+    cases = [c for c in get_suite("smoke") if c.n <= 4][:2]
+    return EvalRequest(candidate_id=cid, family="torch_geqrf", source=BASELINE_PATH.read_text(),
+                       verify_suite="smoke", verify_cases=cases, bench_suite="custom", bench_cases=cases[:1],
+                       device="cpu", limits=RunLimits(case_timeout_s=60),
+                       timing=TimingPolicy(min_reps=2, max_reps=3, max_seconds=0.1))
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", _node_ip_address="127.0.0.1")
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(params=["fake", "ray"])
+def pool(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EvaluatorPool]:
+    made: EvaluatorPool
+    if request.param == "fake":
+        made = FakePool(size=1)
+    else:
+        request.getfixturevalue("local_ray")
+        from search.evaluate.ray_pool import RayPool
+
+        made = RayPool(workdir=tmp_path / "work", gpus=0, cpu_evaluators=1)
+    yield made
+    made.shutdown()
+
+
+def wait_for_slot(pool: EvaluatorPool, timeout: float = 120.0) -> int:
+    deadline = time.monotonic() + timeout
+    while (free := pool.free_slots()) == 0 and time.monotonic() < deadline:
+        pool.poll(0.2)  # an actor that is still starting answers its ping here
+    return free
+
+
+def drain(pool: EvaluatorPool, count: int, timeout: float = 240.0) -> list[PoolEvent]:
+    events: list[PoolEvent] = []
+    deadline = time.monotonic() + timeout
+    while len(events) < count and time.monotonic() < deadline:
+        events += pool.poll(1.0)
+    return events
+
+
+def test_a_submitted_request_comes_back_once_as_its_own_outcome(pool: EvaluatorPool) -> None:
+    assert pool.size == 1
+    free = wait_for_slot(pool)
+    assert free == 1  # one evaluator, no lookahead queue
+    pool.submit(request("c0000007"))
+    assert pool.inflight() == ["c0000007"] and pool.free_slots() == 0
+    events = drain(pool, 1)
+    assert len(events) == 1 and isinstance(events[0], Completed)
+    outcome = events[0].outcome
+    assert outcome.candidate_id == "c0000007" and outcome.state is State.VERIFIED, outcome.reason
+    assert outcome.result.geomean_ms is not None and outcome.result.geomean_ms > 0
+    assert pool.inflight() == [] and pool.free_slots() == 1
+    assert drain(pool, 1, timeout=2.0) == []  # nothing comes back twice
+
+
+def test_a_pool_refuses_more_work_than_it_has_slots_for(pool: EvaluatorPool) -> None:
+    wait_for_slot(pool)
+    pool.submit(request("c0000001"))
+    with pytest.raises(RuntimeError, match="free slot"):
+        pool.submit(request("c0000002"))
+    assert pool.inflight() == ["c0000001"]  # the refused one was not taken
+    assert [e.outcome.candidate_id for e in drain(pool, 1) if isinstance(e, Completed)] == ["c0000001"]
+
+
+def test_stats_name_every_evaluator(pool: EvaluatorPool) -> None:
+    wait_for_slot(pool)
+    stats = pool.stats()
+    assert isinstance(stats, PoolStats) and stats.evaluators == pool.size == 1 and stats.ready == 1
+    assert len(stats.busy_fraction) == 1
+    assert all(0.0 <= busy <= 1.0 for busy in stats.busy_fraction.values())
