@@ -42,7 +42,7 @@ from search.numbers import ms as fmt_ms, speedup as fmt_speedup
 from search.speedup import BASELINE_FAMILY, with_speedups
 from search.engine.tuning import Tuner
 from search.engine.work_queue import WorkQueue
-from search.evaluate.worker import EvalOutcome, EvalRequest
+from search.evaluate.messages import EvalOutcome, EvalRequest
 
 __all__ = ["DRIVER_RNG", "STATUS_KEY", "SearchLoop", "seed_children"]  # seed_children: moved to the proposer
 
@@ -168,7 +168,7 @@ class SearchLoop:
     # --- evaluations ---------------------------------------------------------------------
 
     def _told(self, outcome: EvalOutcome) -> None:
-        result = with_speedups(outcome.result, self.proposer.baseline_result())
+        result = outcome.result  # times only: speedups are computed where results are read
         sent = self.queue.done(outcome.candidate_id)
         family = sent.candidate.family if sent else self.run.store.get_candidate(outcome.candidate_id).family
         state, reason, result = self.focus.judge(family, outcome.state, outcome.reason, result)
@@ -188,8 +188,9 @@ class SearchLoop:
         self.stats.evaluations += 1
         self.stats.by_state[state.value] += 1
         cand = report.candidate
+        speedup = with_speedups(result, self.proposer.baseline_result()).speedup if report.champion_changes else None
         for change in report.champion_changes:
-            speed = f", {fmt_speedup(result.speedup)} torch.geqrf" if result.speedup else ""
+            speed = f", {fmt_speedup(speedup)} torch.geqrf" if speedup else ""
             line = f"champion of {change.family}: {change.candidate_id} ({fmt_ms(cand.fitness_ms, unit=True)}{speed})"
             self.stats.champions.append(line)
             self.log(line)

@@ -18,66 +18,20 @@ import threading
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import Callable, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Callable
 
 from kernels.candidate import materialize
 from kernels.harness.results import CaseResult, SuiteReport
 from kernels.harness.runner import ChildProcess, child_env, run_candidate, run_candidate_parallel, shape_groups
-from kernels.harness.settings import RunLimits, TimingPolicy
 from kernels.params import structure_fingerprint
 from kernels.suites import Case
 from population.models import CaseOutcome, EvalResult, State
 from population.outcomes import CaseStatus
 from search.engine.cascade import ScreenPlan, is_screened_out, screened_estimate
 from search.evaluate.compile_ahead import AheadResult, CompileAhead
+from search.evaluate.messages import EvalOutcome, EvalRequest
 
-
-class EvalRequest(BaseModel):
-    # Unknown fields are errors: a misspelt or retired setting must not be dropped silently.
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    candidate_id: str
-    family: str
-    source: str
-    verify_suite: str
-    verify_cases: list[Case]
-    bench_suite: str
-    bench_cases: list[Case]
-    device: Literal["auto", "cuda", "cpu"] = "auto"
-    # The run config's ``evaluation.timing`` and ``evaluation.limits``, handed to the harness as they are.
-    timing: TimingPolicy = TimingPolicy()
-    limits: RunLimits = RunLimits()
-    profile: bool = False
-    verify_processes: int = Field(1, ge=1)
-    fast_gates: bool = False  # bench-case gate calls checked with the fast float64 Q
-    screen: ScreenPlan | None = None  # the cascade's timing screen (None: full bench at once)
-    pause_compiles: bool = True  # stop compile-ahead processes while the bench stage times
-    reuse_processes: bool = True  # run it in the children that ran its structure's last candidate
-    dispatched_at: float | None = None  # time.time() when the pool handed it to an evaluator
-    # A re-check (``qrsearch recheck``): torch.geqrf's source, timed in the candidate's bench child.
-    reference_source: str | None = None
-
-    @property
-    def deadline_s(self) -> float:
-        """Past this, the driver treats the evaluation as lost (the harness limits each case).
-        Bench cases count twice: their gate calls in the verify stage, then their timing."""
-        cases = len(self.verify_cases) + 2 * len(self.bench_cases)
-        return 2 * self.limits.startup_timeout_s + cases * self.limits.case_timeout_s + 60
-
-
-class EvalOutcome(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    candidate_id: str
-    state: State
-    reason: str = ""
-    result: EvalResult
-    infra_error: str | None = None  # the evaluator, not the candidate, failed: re-queue, blame nobody
-    worker: str = ""
-    busy_s: float = Field(0.0, ge=0)
-
+__all__ = ["EvalOutcome", "EvalRequest", "Worker", "merge_reports", "outcome_from_reports"]
 
 # The candidate's state after its first failed case (a case status is a verdict on one case; the
 # state is the candidate's lifecycle, so the two stay apart).
@@ -85,6 +39,7 @@ _FAILED_STATE: dict[CaseStatus, State] = {
     CaseStatus.FAILED_COMPILE: State.FAILED_COMPILE, CaseStatus.FAILED_VERIFY: State.FAILED_VERIFY,
     CaseStatus.TIMEOUT: State.TIMEOUT, CaseStatus.REJECTED: State.REJECTED,
 }
+
 
 
 def _state_of(case: CaseResult) -> State:

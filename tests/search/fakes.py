@@ -12,7 +12,7 @@ from population.models import CaseOutcome, CaseStatus, EvalResult, State
 from search.config import LLMConfig, LLMModel
 from search.engine.llm import LLMError, LLMReply
 from search.evaluate.pool import Completed, Lost, PoolStats
-from search.evaluate.worker import EvalOutcome, EvalRequest
+from search.evaluate.messages import EvalOutcome, EvalRequest
 
 TOY_SOURCE = '''import torch
 

@@ -15,7 +15,7 @@ from kernels.harness.settings import RunLimits, TimingPolicy
 from kernels.suites import get_suite
 from population.models import State
 from search.evaluate.pool import Completed, EvaluatorPool, PoolEvent, PoolStats
-from search.evaluate.worker import EvalRequest
+from search.evaluate.messages import EvalRequest
 from tests.search.fakes import FakePool
 
 
