@@ -16,6 +16,7 @@ with no secrets in its environment.
 from __future__ import annotations
 
 import ast
+import functools
 
 _FORBIDDEN_MODULES = frozenset(
     {
@@ -46,11 +47,19 @@ def _root_name(node: ast.expr) -> str | None:
 
 def screen_source(source: str) -> list[str]:
     """Problems found in ``source`` (empty when it may run).  Unparseable source
-    is left to the loader, which reports the syntax error."""
+    is left to the loader, which reports the syntax error.
+
+    Each distinct source is parsed once per process (an evaluation calls the harness for its
+    verify groups, its screen and its bench, with the same file)."""
+    return list(_screened(source))
+
+
+@functools.lru_cache(maxsize=256)
+def _screened(source: str) -> tuple[str, ...]:
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return []
+        return ()
     imported: set[str] = set()
     problems: list[str] = []
 
@@ -82,4 +91,4 @@ def screen_source(source: str) -> list[str]:
             for target in targets:
                 if isinstance(target, ast.Attribute) and _root_name(target) in imported:
                     flag(node, f"assigns to {ast.unparse(target)} (patching a library)")
-    return list(dict.fromkeys(problems))
+    return tuple(dict.fromkeys(problems))

@@ -31,3 +31,15 @@ def test_cheats_are_flagged_with_their_line(src, needle):
 
 def test_unparseable_source_is_left_to_the_loader():
     assert screen_source("def f(:\n") == []
+
+
+def test_a_source_is_screened_once_per_process_and_callers_get_their_own_list():
+    from kernels.harness.screen import _screened
+
+    source = "import subprocess\n\n\ndef custom_kernel(A):\n    return A\n"
+    hits = _screened.cache_info().hits
+    first = screen_source(source)
+    first.append("changed by a caller")
+    again = screen_source(source)
+    assert again == ["line 1: imports subprocess"]  # the cached verdict is not the caller's list
+    assert _screened.cache_info().hits == hits + 1
