@@ -250,7 +250,7 @@ class RayPool:
             self._start(slot, slot.queue.pop(self._pick(slot)))
 
     def _pick(self, slot: _Slot) -> int:
-        """The queued request to start (:func:`search.pool.next_in_queue`)."""
+        """The queued request to start (:func:`search.evaluate.pool.next_in_queue`)."""
         queue = slot.queue
         if len(queue) < 2 or not self.ready_first:
             return 0

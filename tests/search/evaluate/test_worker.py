@@ -139,7 +139,7 @@ def test_children_of_one_structure_share_processes_and_a_crash_blames_only_its_c
     processes (no start-up, nothing to wait for before timing); the child that crashes in one
     is the only one blamed, and the next one runs normally."""
     import kernels.harness.runner as runner_module
-    import search.worker as worker_module
+    import search.evaluate.worker as worker_module
     from tests.kernels.test_reuse import TEMPLATE
 
     starts: list[str] = []
