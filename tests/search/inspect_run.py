@@ -101,7 +101,7 @@ def build(runs_dir: Path, name: str = "inspect", evals: int = EVALS) -> Path:
                                         profile=False, screen_cases=0, compile_ahead=0),
             llm=LLMConfig(base_url=server.url, models=[LLMModel(name="scripted", usd_per_mtok_in=1.0,
                                                                 usd_per_mtok_out=4.0)],
-                          concurrency=1, timeout_s=5, max_retries=0))
+                          concurrency=1, timeout_s=30, max_retries=0))  # a loaded CI machine answers slowly
         from rich.console import Console
 
         with open(os.devnull, "w") as sink:
