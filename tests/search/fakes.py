@@ -163,3 +163,15 @@ class FakeLLMPool:
 
     def shutdown(self, wait: bool = False) -> None:
         pass
+
+
+class NoSpace(ParamSpace):
+    """The baseline's space: torch.geqrf has no knobs."""
+
+
+def toy_registry() -> dict[str, ToyFamily]:
+    """A registry of the torch.geqrf baseline and one toy family (install with monkeypatch)."""
+    from kernels.families import BASELINE_PATH
+
+    return {"torch_geqrf": ToyFamily("torch_geqrf", baseline=True, space=NoSpace, text=BASELINE_PATH.read_text()),
+            "toy": ToyFamily("toy")}

@@ -10,8 +10,7 @@ import sqlite3
 import pytest
 
 import kernels.families
-from kernels.families import BASELINE_PATH
-from kernels.params import ParamSpace, render_params, structure_fingerprint
+from kernels.params import render_params, structure_fingerprint
 from population.events import EventKind, EventWriter, new_event, read_outcomes
 from population.models import CaseOutcome, CaseStatus, EvalResult, Origin, State
 from population.run import Run
@@ -19,20 +18,15 @@ from search.config import EvaluationConfig, FamilySpec, FocusConfig, MaturationS
 from search.evaluate.driver import create_run
 from search.engine.loop import SearchLoop
 from search.engine.tuning import Tuner
-from tests.search.fakes import TOY_SOURCE, FakeLLMPool, FakePool, ToyFamily, default_judge, toy_time
+from tests.search.fakes import TOY_SOURCE, FakeLLMPool, FakePool, default_judge, toy_time, toy_registry
 from kernels.params import read_params
 
 INJECTED = TOY_SOURCE.replace("    return torch.geqrf(A)", "    A = A.contiguous()  # hand-written: FAST\n    return torch.geqrf(A)")
 
 
-class NoSpace(ParamSpace):
-    pass
-
-
 @pytest.fixture()
 def families(monkeypatch):
-    fams = {"torch_geqrf": ToyFamily("torch_geqrf", baseline=True, space=NoSpace, text=BASELINE_PATH.read_text()),
-            "toy": ToyFamily("toy")}
+    fams = toy_registry()
     monkeypatch.setattr(kernels.families, "FAMILIES", fams, raising=False)
     return fams
 

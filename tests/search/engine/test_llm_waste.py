@@ -9,28 +9,22 @@ import itertools
 import pytest
 
 import kernels.families
-from kernels.families import BASELINE_PATH
-from kernels.params import ParamsError, ParamSpace, read_params
+from kernels.params import ParamsError, read_params
 from population.models import Origin, State
 from search.config import EvaluationConfig, FamilySpec, MutationMix, RunConfig
 from search.inspect.view import RunView
 from search.engine.llm_budget import CHILD_KEY, read_ledger
 from search.inspect.report import render_html
-from tests.search.fakes import TOY_SOURCE, FakeLLMPool, FakePool, ToyFamily, failed, toy_time, verified
+from tests.search.fakes import TOY_SOURCE, FakeLLMPool, FakePool, failed, toy_time, verified, toy_registry
 from tests.search.engine.test_loop import make_loop
 
 PARAMS_BLOCK = TOY_SOURCE[TOY_SOURCE.index("# qrsearch: params"):TOY_SOURCE.index("# qrsearch: end params")]
 PROSE = "The panel factorisation is latency bound; I would fuse it with the update."
 
 
-class NoSpace(ParamSpace):
-    pass
-
-
 @pytest.fixture()
 def families(monkeypatch):
-    fams = {"torch_geqrf": ToyFamily("torch_geqrf", baseline=True, space=NoSpace, text=BASELINE_PATH.read_text()),
-            "toy": ToyFamily("toy")}
+    fams = toy_registry()
     monkeypatch.setattr(kernels.families, "FAMILIES", fams, raising=False)
     return fams
 
