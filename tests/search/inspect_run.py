@@ -91,7 +91,10 @@ def build(runs_dir: Path, name: str = "inspect", evals: int = EVALS) -> Path:
             runs_dir, name, budget=BudgetConfig(max_evals=evals, max_minutes=8),
             families=[FamilySpec(name="toy", islands=1, island_size=6), FamilySpec(name="toy2", islands=1,
                                                                                   island_size=4)],
-            mutation=MutationMix(llm=1.0, optuna=1.0, crossover=0.6),
+            # Parameter crossover outweighs the Optuna step, so that the few immediate
+            # proposals after the first Optuna children (its only possible mates) make a
+            # crossover child whatever order a loaded machine finishes them in.
+            mutation=MutationMix({"llm_edit": 1.0, "optuna_step": 1.0, "param_crossover": 2.0, "llm_merge": 0.6}),
             maturation=MaturationSettings(tuning_budget=1, timeout_evals=4),
             evaluation=EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu",
                                         limits=RunLimits(case_timeout_s=20),

@@ -40,7 +40,7 @@ def toy_config(runs_dir: Path, name: str = "toy", **kw) -> RunConfig:
                                     limits=RunLimits(case_timeout_s=60),
                                     timing=TimingPolicy(min_reps=2, max_reps=3, max_seconds=0.05),
                                     profile=False),
-        mutation=MutationMix(llm=0.0, optuna=1.0, crossover=0.0),
+        mutation=MutationMix({"llm_edit": 0.0, "optuna_step": 1.0, "param_crossover": 0.0, "llm_merge": 0.0}),
         ray=RayConfig(cpu_evaluators=1, cpus_per_evaluator=1.0))
     base.update(kw)
     return RunConfig(**base)

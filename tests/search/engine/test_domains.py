@@ -65,7 +65,7 @@ def _config(tmp_path, domains: bool = True) -> RunConfig:
                      families=[FamilySpec(name="small", islands=1), FamilySpec(name="anywhere", islands=1)],
                      evaluation=EvaluationConfig(verify_suite="smoke", bench_suite="smoke-bench", device="cpu",
                                                  family_domains=domains),
-                     mutation=MutationMix(llm=0.0, optuna=1.0, crossover=0.0))
+                     mutation=MutationMix({"llm_edit": 0.0, "optuna_step": 1.0, "param_crossover": 0.0, "llm_merge": 0.0}))
 
 
 def test_requests_carry_only_the_familys_domain_and_speedups_compare_like_with_like(tmp_path, ranged):

@@ -34,7 +34,7 @@ def families(monkeypatch):
 def config(tmp_path, **kw):
     base = dict(name="h", runs_dir=str(tmp_path), seed=3, families=[FamilySpec(name="toy", islands=1, island_size=6)],
                 evaluation=EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu"),
-                mutation=MutationMix(llm=0.0, optuna=1.0, crossover=0.0),
+                mutation=MutationMix({"llm_edit": 0.0, "optuna_step": 1.0, "param_crossover": 0.0, "llm_merge": 0.0}),
                 maturation=MaturationSettings(tuning_budget=3))
     base.update(kw)
     return RunConfig(**base)
@@ -100,7 +100,7 @@ def test_refused_inject_loses_nothing(tmp_path, families):
 
 def test_note_reaches_the_next_llm_prompt(tmp_path, families):
     llm = FakeLLMPool(lambda messages: "no edit")
-    loop = make_loop(config(tmp_path, mutation=MutationMix(llm=1.0, optuna=1.0, crossover=0.0)), families, llm=llm)
+    loop = make_loop(config(tmp_path, mutation=MutationMix({"llm_edit": 1.0, "optuna_step": 1.0, "param_crossover": 0.0, "llm_merge": 0.0})), families, llm=llm)
     loop.start()
     steps(loop, 4)
     target = loop.run.champion("toy").id

@@ -47,7 +47,7 @@ def test_scripted_llm_answers_end_in_the_right_states(tmp_path, monkeypatch):
     server.thread.start()
     config = toy_config(
         tmp_path, budget=BudgetConfig(max_evals=14, max_minutes=8),
-        mutation=MutationMix(llm=1.0, optuna=0.3, crossover=0.0),
+        mutation=MutationMix({"llm_edit": 1.0, "optuna_step": 0.3, "param_crossover": 0.0, "llm_merge": 0.0}),
         evaluation=EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu",
                                     limits=RunLimits(case_timeout_s=6),
                                     timing=TimingPolicy(min_reps=2, max_reps=3, max_seconds=0.05),
@@ -163,7 +163,7 @@ def test_an_instant_endpoint_with_70_percent_unusable_answers_spends_in_step_wit
     with server:
         config = toy_config(
             tmp_path, budget=BudgetConfig(max_evals=16, max_minutes=8),
-            mutation=MutationMix(llm=1.0, optuna=0.3, crossover=0.0), evaluation=SMOKE_EVALUATION,
+            mutation=MutationMix({"llm_edit": 1.0, "optuna_step": 0.3, "param_crossover": 0.0, "llm_merge": 0.0}), evaluation=SMOKE_EVALUATION,
             llm=LLMConfig(base_url=server.url, models=[LLMModel(name="scripted", usd_per_mtok_in=2.0)],
                           concurrency=concurrency, timeout_s=10, max_retries=0, backoff_initial_s=0.05,
                           backoff_max_s=0.2))
@@ -200,7 +200,7 @@ def test_a_prose_only_endpoint_pauses_llm_mutation_and_optuna_goes_on(tmp_path):
     with server:
         config = toy_config(
             tmp_path, budget=BudgetConfig(max_evals=10, max_minutes=8),
-            mutation=MutationMix(llm=1.0, optuna=0.3, crossover=0.0), evaluation=SMOKE_EVALUATION,
+            mutation=MutationMix({"llm_edit": 1.0, "optuna_step": 0.3, "param_crossover": 0.0, "llm_merge": 0.0}), evaluation=SMOKE_EVALUATION,
             llm=LLMConfig(base_url=server.url, models=[LLMModel(name="scripted")], concurrency=1, timeout_s=10,
                           max_retries=0, backoff_initial_s=0.05, backoff_max_s=0.2, max_consecutive_rejections=4,
                           pause_cooldown_s=3600))
@@ -226,7 +226,7 @@ def test_bare_files_are_evaluated_and_one_reading_params_gets_its_parents_block_
     with server:
         config = toy_config(
             tmp_path, budget=BudgetConfig(max_evals=8, max_minutes=8),
-            mutation=MutationMix(llm=1.0, optuna=0.3, crossover=0.0), evaluation=SMOKE_EVALUATION,
+            mutation=MutationMix({"llm_edit": 1.0, "optuna_step": 0.3, "param_crossover": 0.0, "llm_merge": 0.0}), evaluation=SMOKE_EVALUATION,
             llm=LLMConfig(base_url=server.url, models=[LLMModel(name="scripted")], concurrency=1, timeout_s=10,
                           max_retries=0, backoff_initial_s=0.05, backoff_max_s=0.2))
         assert launch(config) == 0

@@ -45,7 +45,7 @@ def judge(request):
 def config(tmp_path, **kw):
     base = dict(name="w", runs_dir=str(tmp_path), seed=11, families=[FamilySpec(name="toy", islands=1, island_size=4)],
                 evaluation=EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu"),
-                mutation=MutationMix(llm=1.0, optuna=0.3, crossover=0.0))
+                mutation=MutationMix({"llm_edit": 1.0, "optuna_step": 0.3, "param_crossover": 0.0, "llm_merge": 0.0}))
     base.update(kw)
     return RunConfig(**base)
 

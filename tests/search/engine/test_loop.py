@@ -34,7 +34,7 @@ def config(tmp_path, **kw):
     base = dict(name="t", runs_dir=str(tmp_path), seed=3,
                 families=[FamilySpec(name="toy", islands=2, island_size=4), FamilySpec(name="toy2", islands=1)],
                 evaluation=EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu"),
-                mutation=MutationMix(llm=0.0, optuna=0.8, crossover=0.2),
+                mutation=MutationMix({"llm_edit": 0.0, "optuna_step": 0.8, "param_crossover": 0.2, "llm_merge": 0.2}),
                 maturation=MaturationSettings(tuning_budget=3))
     base.update(kw)
     return RunConfig(**base)
@@ -140,7 +140,7 @@ def edit_reply(messages):
 
 
 def test_llm_edits_become_new_structures_that_mature(tmp_path, families):
-    cfg = config(tmp_path, mutation=MutationMix(llm=0.5, optuna=0.5, crossover=0.0))
+    cfg = config(tmp_path, mutation=MutationMix({"llm_edit": 0.5, "optuna_step": 0.5, "param_crossover": 0.0, "llm_merge": 0.0}))
     llm = FakeLLMPool(edit_reply)
     loop = make_loop(cfg, families, llm=llm, max_evals=40)
     loop.run_until_done()
@@ -167,7 +167,7 @@ def test_bad_llm_answers_are_rejected_with_reasons_and_the_search_goes_on(tmp_pa
     def respond(messages):
         return next(answers, LLMError("fake: cannot reach"))
 
-    cfg = config(tmp_path, mutation=MutationMix(llm=0.5, optuna=0.5, crossover=0.0))
+    cfg = config(tmp_path, mutation=MutationMix({"llm_edit": 0.5, "optuna_step": 0.5, "param_crossover": 0.0, "llm_merge": 0.0}))
     llm = FakeLLMPool(respond)
     loop = make_loop(cfg, families, llm=llm, max_evals=15)
     loop.run_until_done()
@@ -184,7 +184,7 @@ def test_bad_llm_answers_are_rejected_with_reasons_and_the_search_goes_on(tmp_pa
 def test_llm_token_budget_turns_llm_off(tmp_path, families):
     from search.config import BudgetConfig
 
-    cfg = config(tmp_path, mutation=MutationMix(llm=1.0, optuna=0.5, crossover=0.0),
+    cfg = config(tmp_path, mutation=MutationMix({"llm_edit": 1.0, "optuna_step": 0.5, "param_crossover": 0.0, "llm_merge": 0.0}),
                  budget=BudgetConfig(max_llm_tokens=2500))
     llm = FakeLLMPool(edit_reply)
     loop = make_loop(cfg, families, llm=llm, max_evals=15)

@@ -35,7 +35,11 @@ def test_cpu_evaluators_end_to_end(tmp_path):
     assert launch(config) == 0
     evals, cands, problems = counts(config.run_dir)
     assert evals == 6 and problems == []
-    assert sum(c.state is State.VERIFIED for c in cands) == 6
+    # The toy's knobs do not change its work, so the screen may stop a child on CPU timing
+    # noise (state screened): a finished evaluation too, never a failure.
+    assert sum(c.state in (State.VERIFIED, State.SCREENED) for c in cands) == 6
+    assert all(c.state in (State.VERIFIED, State.SCREENED, State.PENDING) for c in cands)
+    assert all(c.state is State.VERIFIED for c in cands if not c.parent_ids)
     assert (config.run_dir / "optuna.journal").exists() and (config.run_dir / "config.yaml").exists()
 
     from search.cli.run import run_status

@@ -164,7 +164,7 @@ def test_commands_against_a_running_search(tmp_path, monkeypatch):
     config = toy_config(
         tmp_path, "live", budget=BudgetConfig(max_evals=200, max_minutes=9),
         families=[FamilySpec(name="toy", islands=1, island_size=6)],
-        mutation=MutationMix(llm=1.0, optuna=1.0, crossover=0.0),
+        mutation=MutationMix({"llm_edit": 1.0, "optuna_step": 1.0, "param_crossover": 0.0, "llm_merge": 0.0}),
         evaluation=EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu",
                                     limits=RunLimits(case_timeout_s=20),
                                     timing=TimingPolicy(min_reps=3, max_reps=5, max_seconds=0.1),
