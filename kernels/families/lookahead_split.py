@@ -339,7 +339,9 @@ def _step(a, h, tp, tw_new, tw_old, t, k, N, sar, sac, shr, shc, flags, part, pa
             _apply_wy(h, tw_old, k - NB, c0, shr, shc, N, NB, RB, BN, STAGES, PREC_W, PREC_T, PREC_U)
 
 
-@triton.jit
+# e0 (the barrier epoch) only numbers flags: specialising on its divisibility by 16 would
+# compile a second variant of every step for nothing.
+@triton.jit(do_not_specialize=["e0"])
 def _lookahead_kernel(A, H, TAU, TW, FLAGS, PART, PARTW, k_rt, n_rt, e0, sab, sar, sac, shb, shr, shc, stb,
                       K_CONST: tl.constexpr, N_CONST: tl.constexpr, BM: tl.constexpr, NB: tl.constexpr,
                       SB: tl.constexpr, RB: tl.constexpr, RBP: tl.constexpr, BN: tl.constexpr,
@@ -431,11 +433,17 @@ def custom_kernel(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         bm = max(PARAMS["bm_min"], triton.next_power_of_2(n - k))
         sb = max(1, min(nb, PARAMS["panel_elems"] // bm))
         npan = p if split else 1
+        if split:
+            # A split step never reads the one-program panel's settings: fixed values, so that
+            # neither the panel height nor a child's panel parameters make new variants of it.
+            bm, sb, rbp = 16, 1, 16
+        else:
+            rbp = PARAMS["rb_panel"]
         tiles = triton.cdiv(n - k - nb, bn) if n - k > nb else 0
         _lookahead_kernel[(batch, npan + tiles)](
             A, H, tau, tw, flags, part, partw, k, n, (k // nb) * (nb + 3), *strides,
             K_CONST=k if interp else -1, N_CONST=n if interp else -1,
-            BM=bm, NB=nb, SB=sb, RB=rb, RBP=PARAMS["rb_panel"], BN=bn, FIRST=(k == 0), STAGES=stages,
+            BM=bm, NB=nb, SB=sb, RB=rb, RBP=rbp, BN=bn, FIRST=(k == 0), STAGES=stages,
             JOIN=PARAMS["join_reduce"], SPLIT=split, P=npan, R=r, PW=pw, MAXSPIN=1 << 20,
             PREC_W=PARAMS["prec_w"], PREC_T=PARAMS["prec_t"], PREC_U=PARAMS["prec_u"],
             PREC_G=PARAMS["prec_g"], num_warps=PARAMS["warps_split"] if split else (small_warps or _warps(bm)),

@@ -38,6 +38,8 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from kernels.harness.compile_shards import Shard, parse_shard
+
 # Where the fake tensors' stubs "live": any 512-byte aligned address will do.
 _STUB_BASE_ADDRESS = 1 << 32
 _NICE_INCREMENT = 10  # below the timing child, which must never wait for a compile
@@ -63,6 +65,10 @@ class PrecompileReport(BaseModel):
     kernels_compiled: int  # compiled now
     kernels_cached: int  # already in the cache
     error: str | None = None  # one line
+    # Where the compile time went: seconds per compiled kernel (name, seconds; slowest first)
+    # and per lowering stage.  Absent in reports written before they were recorded.
+    kernel_seconds: list[tuple[str, float]] = []
+    stage_seconds: dict[str, float] = {}
 
 
 def _one_line(text: str, limit: int = 400) -> str:
@@ -93,8 +99,10 @@ def parse_shapes(text: str) -> list[tuple[int, int]]:
 
 def start_precompile(candidate: Path, shapes: Sequence[tuple[int, int]], *, cache_dir: Path,
                      target: CompileTarget, report_path: Path, cpus: Sequence[int] | None = None,
-                     env_extra: Mapping[str, str] | None = None) -> subprocess.Popen:
+                     env_extra: Mapping[str, str] | None = None, shard: tuple[int, int] = (0, 1)
+                     ) -> subprocess.Popen:
     """Start a compile-only process for ``candidate`` at ``shapes``; it writes ``report_path`` at the end.
+    With ``shard=(i, count)`` it compiles only its share of the kernels (:mod:`.compile_shards`).
 
     The process has its own session, so ``os.killpg(proc.pid, SIGKILL)`` at the caller's
     deadline ends it and anything it started.  Its output goes to ``report_path`` + ``.log``."""
@@ -109,6 +117,8 @@ def start_precompile(candidate: Path, shapes: Sequence[tuple[int, int]], *, cach
             "--report", str(Path(report_path).resolve())]
     if cpus:
         argv += ["--cpus", ",".join(str(c) for c in cpus)]
+    if shard[1] > 1:
+        argv += ["--shard", f"{shard[0]}/{shard[1]}"]
     report_path = Path(report_path)
     report_path.parent.mkdir(parents=True, exist_ok=True)
     report_path.unlink(missing_ok=True)  # a stale report must not pass for this run's
@@ -192,8 +202,9 @@ def _stub_arguments(value: Any, stub: type) -> Any:
 
 
 @contextlib.contextmanager
-def compile_only(target: CompileTarget) -> Iterator[None]:
-    """Inside: Triton launches compile and return, for ``target``, with no device present."""
+def compile_only(target: CompileTarget, shard: Shard | None = None) -> Iterator[None]:
+    """Inside: Triton launches compile and return, for ``target``, with no device present (with
+    ``shard``: only the launches it owns compile; the others just return)."""
     import torch
     from triton.backends.compiler import GPUTarget
     from triton.runtime.driver import driver
@@ -209,6 +220,8 @@ def compile_only(target: CompileTarget) -> Iterator[None]:
     def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
         args = tuple(_stub_arguments(a, stub) for a in args)
         kwargs = {k: _stub_arguments(v, stub) for k, v in kwargs.items()}
+        if shard is not None and not shard.owns(self, args, kwargs):
+            return None  # another shard compiles it; launchers never read what a launch returns
         return original_run(self, *args, grid=grid, warmup=True, **kwargs)
 
     properties = SimpleNamespace(name="compile-only target", major=target.arch // 10, minor=target.arch % 10,
@@ -235,7 +248,7 @@ def compile_only(target: CompileTarget) -> Iterator[None]:
 
 
 def precompile_in_process(candidate: Path, shapes: Sequence[tuple[int, int]],
-                          target: CompileTarget) -> PrecompileReport:
+                          target: CompileTarget, shard: Shard | None = None) -> PrecompileReport:
     """Call the candidate at ``shapes`` on fake CUDA inputs with launches turned into compiles.
 
     Never raises: whatever goes wrong becomes ``ok=False`` and a one-line ``error`` (the
@@ -255,7 +268,7 @@ def precompile_in_process(candidate: Path, shapes: Sequence[tuple[int, int]],
 
         counter = install_compile_counter()
         try:
-            with compile_only(target):
+            with compile_only(target, shard):
                 kernel = load_candidate(candidate)
                 for batch, n in shapes:
                     try:
@@ -271,7 +284,10 @@ def precompile_in_process(candidate: Path, shapes: Sequence[tuple[int, int]],
     return PrecompileReport(
         ok=not errors, seconds=time.perf_counter() - started, shapes=done,
         kernels_compiled=counter.compiled if counter else 0, kernels_cached=counter.cache_hits if counter else 0,
-        error=_one_line("; ".join(errors)) if errors else None)
+        error=_one_line("; ".join(errors)) if errors else None,
+        kernel_seconds=sorted(zip(counter.compiled_names, counter.compile_seconds), key=lambda k: -k[1])
+        if counter else [],
+        stage_seconds=dict(counter.stage_seconds) if counter else {})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -281,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", required=True, help="CompileTarget as JSON")
     parser.add_argument("--report", type=Path, required=True)
     parser.add_argument("--cpus", default="", help="comma-separated CPU ids to run on")
+    parser.add_argument("--shard", default="0/1", help="I/N: compile only shard I of N of the kernels")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     try:
@@ -289,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
             os.sched_setaffinity(0, {int(c) for c in args.cpus.split(",")})
         os.nice(_NICE_INCREMENT)
         report = precompile_in_process(args.candidate, parse_shapes(args.shapes),
-                                       CompileTarget.model_validate_json(args.target))
+                                       CompileTarget.model_validate_json(args.target), parse_shard(args.shard))
     except Exception as exc:  # noqa: BLE001 - bad arguments still get a report
         traceback.print_exc()
         report = PrecompileReport(ok=False, seconds=time.perf_counter() - started, shapes=[],

@@ -123,7 +123,7 @@ def lineage_command(
     fmt: str = typer.Option("tree", "--format", help="tree, json or dot"),
     collapse: int = typer.Option(2, help="fold runs of this many failed leaves into one line (0: never)", min=0),
 ) -> None:
-    """The family trees (origin, state, speedup, champions marked ★), or the ancestry of one candidate."""
+    """The family trees (origin/operator, state, speedup, champions marked ★), or the ancestry of one candidate."""
     if fmt not in ("tree", "json", "dot"):
         raise typer.BadParameter("use tree, json or dot", param_hint="--format")
     view = _view(run_dir)

@@ -22,12 +22,15 @@ _speed = fmt_speedup
 
 
 def node_label(node: Node, markup: bool = True) -> str:
-    """``c0000011 optuna verified 0.452 ms 1.90x ★ champion`` (failures end with their reason)."""
+    """``c0000011 optuna/optuna_step verified 0.452 ms 1.90x ★ champion`` (origin/operator; failures
+    end with their reason)."""
 
     def styled(text: str, style: str) -> str:
         return f"[{style}]{escape(text)}[/]" if markup else text
 
     origin = node.origin
+    if node.operator and node.operator != node.origin:
+        origin += f"/{node.operator}"  # which of the two crossovers: crossover/llm_merge, .../param_crossover
     if node.origin == "crossover" and len(node.parent_ids) == 2:
         origin += f" (+{node.parent_ids[1]})"
     parts = [styled(node.id, "bold"), origin, styled(node.state, STATE_STYLE.get(node.state, "white"))]

@@ -36,7 +36,8 @@ from search.engine.llm import LLMError, LLMPool
 from search.engine.llm_budget import DUPLICATE, LLMBudget
 from search.engine.llm_child import RESTORED
 from search.evaluate.pool import Completed, EvaluatorPool, Lost
-from population.records import C, DRIVER_RNG, NOTE_KEY, OPERATOR_KEY, STATUS_KEY, TRIAL_KEY, llm_call_key, state_counter
+from population.records import (C, DRIVER_RNG, NOTE_KEY, OPERATOR_KEY, STATUS_KEY, TRIAL_KEY, DriverStatus, llm_call_key,
+                                state_counter)
 from search.engine.proposer import Child, KernelFamily, LLMJob, Proposer, RejectedEdit, seed_children
 from search.numbers import ms as fmt_ms, speedup as fmt_speedup
 from search.speedup import BASELINE_FAMILY, with_speedups
@@ -396,23 +397,22 @@ class SearchLoop:
             if self.llm_off_reason:
                 self.log(f"LLM mutation off: {self.llm_off_reason}")
 
-    def status(self, state: str = "running") -> dict:
+    def status(self, state: str = "running") -> DriverStatus:
         stats = self.pool.stats()
-        return {
-            "state": state, "updated": time.time(), "session_evaluations": self.stats.evaluations,
-            "evals_per_minute": round(self.stats.evals_per_minute(), 3), "lost": self.stats.lost,
-            "by_state": dict(self.stats.by_state), "queue": len(self.queue), "inflight": len(self.pool.inflight()),
-            "llm_inflight": len(self.llm_jobs), "llm": self.llm_off_reason or "on",
-            "evaluators": stats.evaluators, "evaluators_ready": stats.ready,
-            "busy_fraction": {k: round(v, 4) for k, v in stats.busy_fraction.items()},
-            "driver_seconds": round(self.stats.driver_s, 3), "stop_reason": self.stop_requested,
-            "human": self.human.status(), "focus": self.focus.status(),
-        }
+        return DriverStatus(
+            state=state, updated=time.time(), session_evaluations=self.stats.evaluations,
+            evals_per_minute=round(self.stats.evals_per_minute(), 3), lost=self.stats.lost,
+            by_state=dict(self.stats.by_state), queue=len(self.queue), inflight=len(self.pool.inflight()),
+            llm_inflight=len(self.llm_jobs), llm=self.llm_off_reason or "on",
+            evaluators=stats.evaluators, evaluators_ready=stats.ready,
+            busy_fraction={k: round(v, 4) for k, v in stats.busy_fraction.items()},
+            driver_seconds=round(self.stats.driver_s, 3), stop_reason=self.stop_requested,
+            human=self.human.status(), focus=self.focus.status())
 
     def write_status(self, state: str = "running", every_s: float = 2.0) -> None:
         now = time.monotonic()
         if state == "running" and now - self._last_status < every_s:
             return
         self._last_status = now
-        self.run.set_json(STATUS_KEY, self.status(state))
+        self.run.set_json(STATUS_KEY, self.status(state).model_dump(mode="json"))
 

@@ -6,10 +6,17 @@ ahead-of-time compile (``kernels.harness.precompile.start_precompile``) into the
 Triton cache: a process that hides CUDA and launches nothing on the GPU, pinned to CPUs the
 timing child does not use, so it may overlap timing.  When the candidate's turn comes the
 worker waits for its compile (usually long finished) and the evaluation children's JIT then
-hits the cache.  A candidate's shapes are compiled in one process per n (a family's kernels
-specialise on n, so no kernel is compiled twice), up to ``parallel`` processes at once, in
-announcement order; a candidate whose turn comes before its compile finished moves to the
-front of the line and is waited for.
+hits the cache.  A candidate's shapes are compiled in one group (two with a screen: the
+screen's sizes first, then the rest), each split over several processes that share its
+kernels out between them (``kernels.harness.compile_shards``): every process runs every
+shape of its group and compiles only the kernels it owns, so a kernel several sizes use is
+compiled once (lookahead_split's n is a runtime argument: n = 352 and 512 share kernels), and
+the group's latency does not grow with its kernel count (lookahead_split compiles about 30).
+A group takes as many processes as it has sizes n the first time its family is seen, then
+about one per ``KERNELS_PER_SHARD`` kernels that its family's last compile of it found; at
+most ``max_shards``.  Up to ``parallel`` processes run at once, in announcement order; a
+candidate whose turn comes before its compile finished moves to the front of the line and
+is waited for.
 
 The evaluator asks :meth:`CompileAhead.is_ready` so that it evaluates first a queued
 candidate whose compile is done, rather than wait for the head of its queue (a
@@ -30,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Mapping, Sequence
 
 TRITON_CACHE = "triton-cache"
+KERNELS_PER_SHARD = 4  # a shard process starts in about 2-3 s of CPU: worth it past a few kernels
 
 StartFn = Callable[..., subprocess.Popen]
 ReadFn = Callable[[Path], Any]
@@ -76,11 +84,19 @@ class _Unit:
 
     shapes: list[tuple[int, int]]
     report_path: Path
+    shard: tuple[int, int] = (0, 1)  # (index, count) of the processes that share this group's kernels
     proc: subprocess.Popen | None = None
     started: float | None = None
     finished: float | None = None
     report: Any = None
     error: str | None = None
+
+    @property
+    def sizes(self) -> frozenset[int]:
+        return frozenset(n for _, n in self.shapes)
+
+    def needed_for(self, sizes: Collection[int] | None) -> bool:
+        return sizes is None or not self.sizes.isdisjoint(sizes)
 
 
 @dataclass
@@ -88,6 +104,7 @@ class _Compile:
     candidate_id: str
     path: Path
     units: list[_Unit]
+    kind: str = ""  # the candidate's family: how many kernels a group takes is learned per family
     announced: float = field(default_factory=time.monotonic)
 
     @property
@@ -112,20 +129,20 @@ class AheadResult:
     started_late: bool = False  # its compile had not started when its turn came
 
 
-def units_by_n(shapes: Sequence[tuple[int, int]], first: Collection[int] = ()) -> list[list[tuple[int, int]]]:
-    """The shapes grouped by n: the n in ``first`` (the cascade's screen) first, then largest n
-    first (the longest compiles start first)."""
-    groups: dict[int, list[tuple[int, int]]] = {}
-    for batch, n in sorted(set(shapes)):
-        groups.setdefault(n, []).append((batch, n))
-    return [groups[n] for n in sorted(groups, key=lambda n: (n not in first, -n))]
+def compile_groups(shapes: Sequence[tuple[int, int]], first: Collection[int] = ()
+                   ) -> list[list[tuple[int, int]]]:
+    """The shapes of the sizes n in ``first`` (the cascade's screen), then the others; each
+    group deduplicated, largest n first (the longest compiles start first)."""
+    ordered = sorted(set(shapes), key=lambda s: (-s[1], s[0]))
+    groups = [[s for s in ordered if s[1] in first], [s for s in ordered if s[1] not in first]]
+    return [g for g in groups if g]
 
 
 class CompileAhead:
     def __init__(self, cache_dir: Path, workdir: Path, cpus: Sequence[int] | None = None, *,
                  start: StartFn | None = None, read: ReadFn | None = None, target: Any = None,
                  parallel: int | None = None, env_extra: Mapping[str, str] | None = None,
-                 poll_s: float = 0.05) -> None:
+                 poll_s: float = 0.05, max_shards: int | None = None) -> None:
         if start is None or read is None:
             from kernels.harness import precompile  # the real compiler; tests inject a fake
 
@@ -140,6 +157,10 @@ class CompileAhead:
         self.cpus = list(cpus) if cpus else None
         # One process per CPU given (each compiles serially), unless told otherwise.
         self.parallel = max(1, parallel if parallel is not None else len(self.cpus or [0]))
+        # Processes one group may be split over: a third of them, so one candidate cannot take all.
+        self.max_shards = max(1, max_shards if max_shards is not None else self.parallel // 3)
+        # (family, sizes of a group) -> kernels its last compile found
+        self._kernels_of: dict[tuple[str, frozenset[int]], int] = {}
         self.env_extra = dict(env_extra or {})
         self._jobs: dict[str, _Compile] = {}
         self._order: list[str] = []  # candidates in the order their units start
@@ -153,18 +174,31 @@ class CompileAhead:
     # --- scheduling ---------------------------------------------------------------------
 
     def announce(self, candidate_id: str, path: Path, shapes: Sequence[tuple[int, int]],
-                 first: Collection[int] = ()) -> bool:
+                 first: Collection[int] = (), kind: str = "") -> bool:
         """Queue a compile for a candidate coming up (the sizes n in ``first`` first); False if
-        it is already known."""
+        it is already known.  ``kind`` (its family) tells how many kernels each n took before."""
         with self._lock:
             if candidate_id in self._jobs or self._closed.is_set():
                 return False
-            units = [_Unit(group, self.workdir / f"{candidate_id}.n{group[0][1]}.precompile.json")
-                     for group in units_by_n(shapes, first)]
-            self._jobs[candidate_id] = _Compile(candidate_id, Path(path), units)
+            units = []
+            for g, group in enumerate(compile_groups(shapes, first)):
+                count = self.shards_for(kind, group)
+                for index in range(count):
+                    name = f"{candidate_id}.g{g}.s{index}of{count}"
+                    units.append(_Unit(group, self.workdir / f"{name}.precompile.json", shard=(index, count)))
+            self._jobs[candidate_id] = _Compile(candidate_id, Path(path), units, kind=kind)
             self._order.append(candidate_id)
             self._pump_locked()
         return True
+
+    def shards_for(self, kind: str, group: Sequence[tuple[int, int]]) -> int:
+        """Processes to split a compile of ``kind`` at the shapes ``group`` over: one per size n
+        until that family's compile of those sizes has been seen, then about one per
+        ``KERNELS_PER_SHARD`` kernels it found; at most ``max_shards``."""
+        sizes = frozenset(n for _, n in group)
+        kernels = self._kernels_of.get((kind, sizes))
+        wanted = len(sizes) if kernels is None else -(-kernels // KERNELS_PER_SHARD)
+        return max(1, min(self.max_shards, wanted))
 
     def is_ready(self, candidate_id: str, sizes: Collection[int] | None = None) -> bool:
         """True if an evaluation of the candidate on ``sizes`` (all if None) would not wait for
@@ -173,7 +207,7 @@ class CompileAhead:
             job = self._jobs.get(candidate_id)
             if job is None:
                 return True
-            return all(u.finished is not None for u in job.units if sizes is None or u.shapes[0][1] in sizes)
+            return all(u.finished is not None for u in job.units if u.needed_for(sizes))
 
     def running(self) -> list[str]:
         with self._lock:
@@ -198,6 +232,7 @@ class CompileAhead:
                 if unit.proc is not None and unit.finished is None:
                     if unit.proc.poll() is not None:
                         self._finish_locked(unit)
+                        self._learn_locked(job, unit)
                     else:
                         active += 1
         for cid in list(self._order):
@@ -209,11 +244,28 @@ class CompileAhead:
                     self._start_locked(job, unit)
                     active += unit.finished is None
 
+    def _learn_locked(self, job: _Compile, unit: _Unit) -> None:
+        """Once every process of a group has reported, remember how many kernels it found
+        (each shard counts the kernels it owns, compiled or found in the cache)."""
+        group = [u for u in job.units if u.shapes == unit.shapes]
+        if not all(u.finished is not None for u in group):
+            return
+        key = (job.kind, unit.sizes)
+        reports = [u.report for u in group]
+        if all(r is not None and getattr(r, "ok", False) for r in reports):
+            self._kernels_of[key] = sum(int(getattr(r, "kernels_compiled", 0) or 0)
+                                        + int(getattr(r, "kernels_cached", 0) or 0) for r in reports)
+        elif len(group) > 1:
+            # A launcher that reads what a launch returns fails in the shards that skip it: the
+            # next compile of this group goes unsplit, and splits again once that one succeeds.
+            self._kernels_of[key] = 1
+
     def _start_locked(self, job: _Compile, unit: _Unit) -> None:
         unit.started = time.monotonic()
         try:
             unit.proc = self._start(job.path, unit.shapes, cache_dir=self.cache_dir, target=self._target,
-                                    report_path=unit.report_path, cpus=self.cpus, env_extra=self.env_extra)
+                                    report_path=unit.report_path, cpus=self.cpus, env_extra=self.env_extra,
+                                    shard=unit.shard)
         except Exception as exc:  # a compiler that cannot start: the JIT compiles as before
             unit.finished = time.monotonic()
             unit.error = f"could not start the compile: {type(exc).__name__}: {exc}"[:500]
@@ -241,7 +293,7 @@ class CompileAhead:
             job = self._jobs.get(candidate_id)
             if job is None:
                 return AheadResult(state="unknown")
-            units = [u for u in job.units if sizes is None or u.shapes[0][1] in sizes]
+            units = [u for u in job.units if u.needed_for(sizes)]
             late = not any(u.started is not None or u.finished is not None for u in units)
             self._order.remove(candidate_id)
             self._order.insert(0, candidate_id)

@@ -38,6 +38,7 @@ class Node:
     current: bool  # is the champion now
     told_seq: int | None
     human: tuple[str, ...] = ()  # the engineer's marks: promoted, disputed, retired, notes
+    operator: str | None = None  # the mutation operator that made it (none for seeds and old stores)
 
     @property
     def failed(self) -> bool:
@@ -47,7 +48,8 @@ class Node:
         return {"id": self.id, "family": self.family, "origin": self.origin, "state": self.state,
                 "reason": self.reason, "parent_ids": list(self.parent_ids), "generation": self.generation,
                 "fitness_ms": self.fitness_ms, "speedup": self.speedup, "champion": self.champion,
-                "current_champion": self.current, "told_seq": self.told_seq, "human": list(self.human)}
+                "current_champion": self.current, "told_seq": self.told_seq, "human": list(self.human),
+                "operator": self.operator}
 
 
 @dataclass
@@ -85,6 +87,7 @@ class LineageViews:
     resolve: Callable[[str], Candidate]
     check_family: Callable[[str], str]
     families: Callable[..., list[str]]
+    operators: Mapping[str, str]
 
     def node(self, cid: str) -> Node:
         c = self.by_id[cid]
@@ -92,7 +95,7 @@ class LineageViews:
                     parent_ids=tuple(c.parent_ids), generation=c.generation, fitness_ms=c.fitness_ms,
                     speedup=self.speedup(cid), champion=cid in self.ever_champion,
                     current=self.current.get(c.family) == cid, told_seq=self.told.get(cid),
-                    human=self.human_marks(c))
+                    human=self.human_marks(c), operator=self.operators.get(cid))
 
     def human_marks(self, c: Candidate) -> tuple[str, ...]:
         h = self.human

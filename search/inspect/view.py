@@ -21,7 +21,7 @@ from kernels.floors import floors
 from kernels.suites import Case, get_suite
 from population.lineage import Lineage
 from population.models import Candidate, EvalResult, State, id_sort_key
-from population.records import BASELINE_FAMILY, LLM_STATE_KEY, NOTE_KEY, TRIAL_KEY, evals_key
+from population.records import BASELINE_FAMILY, LLM_STATE_KEY, NOTE_KEY, OPERATOR_KEY, TRIAL_KEY, evals_key
 from population.snapshot import RunSnapshot
 from population.store import RunStore
 from search.engine.llm_budget import model_ledger
@@ -62,6 +62,7 @@ class RunView(LineageViews):
         self.llm_calls = snap.llm_calls
         self.notes: dict[str, str] = snap.entries(NOTE_KEY)
         self.trials: dict[str, Any] = snap.entries(TRIAL_KEY)
+        self.operators: dict[str, str] = {k: str(v) for k, v in snap.entries(OPERATOR_KEY).items() if v}
         self.llm_states: dict[str, Any] = snap.entries(LLM_STATE_KEY)  # per model: streak, back-off, pause
         self.sources = snap.sources
         self.human = HumanView.from_snapshot(snap)  # the engineer's events (search/inspect/human_view.py)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
 from types import SimpleNamespace
 
 from kernels.harness.compile_stats import install_compile_counter
@@ -93,3 +95,9 @@ def test_real_compiles_then_hits_from_the_disk_cache(tmp_path, monkeypatch):
     finally:
         counter.remove()
     assert any((tmp_path / "cache").rglob("_copy.cubin"))
+    # Each compile is timed and labelled with its constexprs: the two variants differ in NP.
+    assert len(counter.compile_seconds) == 2 and all(s > 0 for s in counter.compile_seconds)
+    assert all(label.startswith("_copy(") and "NP=" in label for label in counter.compiled_names)
+    assert len(set(counter.compiled_names)) == 2
+    assert {"ttir", "ptx", "cubin"} <= set(counter.stage_seconds)
+    assert sum(counter.stage_seconds.values()) == pytest.approx(sum(counter.compile_seconds))

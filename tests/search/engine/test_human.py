@@ -145,10 +145,10 @@ def test_pause_finishes_in_flight_work_then_waits(tmp_path, families):
     submitted = len(pool.submitted)
     steps(loop, 5)
     assert len(pool.submitted) == submitted and not pool.inflight()
-    assert loop.status()["human"]["paused"] is True and not loop.finished
+    assert loop.status().human["paused"] is True and not loop.finished
     send(loop, EventKind.UNPAUSE)
     steps(loop, 2)
-    assert len(pool.submitted) > submitted and loop.status()["human"]["paused"] is False
+    assert len(pool.submitted) > submitted and loop.status().human["paused"] is False
 
 
 def _tamper(run_dir, cid, factor):
@@ -247,7 +247,7 @@ def test_focused_run_stops_at_its_target_and_rejects_a_regression(tmp_path, fami
     rejected = loop.run.store.get_candidate(cid)
     assert rejected.state is State.REJECTED and rejected.reason.startswith("focus: dense-4x32-c1 50.0% slower")
     assert loop.stop_requested.startswith("focus target reached"), loop.stop_requested
-    status = loop.status()["focus"]
+    status = loop.status().focus
     row = status["families"]["toy"]
     assert row["faster_pct"] >= 80.0 and status["reached"] == ["toy"]
     champ = loop.run.champion("toy")

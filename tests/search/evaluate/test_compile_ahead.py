@@ -14,9 +14,9 @@ from search.evaluate.compile_ahead import CompileAhead, evaluator_env, run_cache
 from tests.search.fake_compiler import FakeCompiler
 
 
-def ahead(tmp_path: Path, compiler: FakeCompiler, parallel: int = 1, cpus=None) -> CompileAhead:
+def ahead(tmp_path: Path, compiler: FakeCompiler, parallel: int = 1, cpus=None, max_shards=None) -> CompileAhead:
     return CompileAhead(tmp_path / "cache", tmp_path / "ahead", cpus, start=compiler.start, read=compiler.read,
-                        target="fake-target", parallel=parallel, poll_s=0.01)
+                        target="fake-target", parallel=parallel, poll_s=0.01, max_shards=max_shards)
 
 
 def cand(tmp_path: Path, name: str) -> Path:
@@ -25,16 +25,18 @@ def cand(tmp_path: Path, name: str) -> Path:
     return path
 
 
-def test_compiles_one_process_per_n_in_announcement_order_at_most_parallel_at_once(tmp_path):
+def test_a_new_family_compiles_in_one_process_per_size_in_announcement_order_at_most_parallel_at_once(tmp_path):
     compiler = FakeCompiler(delay=0.4)
-    sched = ahead(tmp_path, compiler, parallel=2)
+    sched = ahead(tmp_path, compiler, parallel=2, max_shards=2)
     try:
         for cid in ("c1", "c2", "c3"):
             assert sched.announce(cid, cand(tmp_path, cid), [(8, 64), (2, 32), (8, 64), (4, 64)])
         assert not sched.announce("c1", cand(tmp_path, "c1"), [(1, 1)])  # known already: not twice
         assert sched.running() == ["c1"] and sched.queued() == ["c2", "c3"]
-        # c1's two n, largest first, each in its own process; shapes deduplicated.
-        assert [c["shapes"] for c in compiler.calls] == [[(4, 64), (8, 64)], [(2, 32)]]
+        # c1's two sizes: two processes sharing its kernels, each running every shape (deduplicated,
+        # largest n first).
+        assert [c["shapes"] for c in compiler.calls] == [[(4, 64), (8, 64), (2, 32)]] * 2
+        assert [c["shard"] for c in compiler.calls] == [(0, 2), (1, 2)]
         first = sched.wait("c1", timeout=30)
         assert first.state == "done" and first.kernels_compiled == 3 and not first.started_late
         assert first.compile_s >= 0.4  # the fake sleeps that long
@@ -175,9 +177,9 @@ def test_a_worker_compiles_announced_candidates_ahead_under_the_interpreter(tmp_
         assert worker.compiled(["c0000001"]) == ["c0000001"]  # what the pool asks before it starts one
         out = worker.evaluate(first)
         assert out.state is State.VERIFIED, out.reason
-        units = len(compiler.calls)  # one compile process per n
-        assert units == len({n for _, n in Worker.shapes(first)})
-        assert sorted(s for c in compiler.calls for s in c["shapes"]) == Worker.shapes(first)
+        units = len(compiler.calls)  # one compile process (one CPU): every shape in it
+        assert units == 1 and sorted(compiler.calls[0]["shapes"]) == Worker.shapes(first)
+        assert compiler.calls[0]["shard"] == (0, 1)
         assert all(c["cache_dir"] == cache for c in compiler.calls)
         assert out.result.jit["ahead_done"] == 1.0
         assert out.result.jit["ahead_kernels_compiled"] == len(Worker.shapes(first))
@@ -209,7 +211,7 @@ def test_the_screen_sizes_compile_first_and_a_screened_childs_rest_is_cancelled(
         rest = sched.wait("c2", timeout=30)  # promising: wait for everything, then forget it
         assert rest.state == "done" and rest.kernels_compiled == 3
         c2 = [c["shapes"] for c in compiler.calls if c["candidate"].stem == "c2"]
-        assert c2 == [[(8, 64)], [(2, 128)], [(4, 32)]]  # the screen's n first, then largest first
+        assert c2 == [[(8, 64)], [(2, 128), (4, 32)]]  # the screen's sizes first, then the rest, largest first
         assert sched.running() == [] and sched.queued() == []
     finally:
         sched.close()
@@ -245,7 +247,7 @@ def test_compiles_pause_while_timing_and_none_starts_until_resumed(tmp_path):
 
 def test_is_ready_tells_which_announced_candidates_would_not_wait(tmp_path):
     compiler = FakeCompiler(delay=0.5)
-    sched = ahead(tmp_path, compiler, parallel=2)
+    sched = ahead(tmp_path, compiler, parallel=2, max_shards=2)
     try:
         sched.announce("c1", cand(tmp_path, "c1"), [(2, 32), (2, 64)])
         sched.announce("c2", cand(tmp_path, "c2"), [(2, 32)])  # behind c1's two processes
@@ -283,3 +285,52 @@ def test_the_evaluator_starts_a_compiled_candidate_before_the_head_of_its_queue(
     assert next_in_queue(queue, {"c5", "c7"}, head_waited_s=3, head_limit_s=240) == 0
     # A head that waited its whole case timeout goes next even if others are ready: no one starves.
     assert next_in_queue(queue, {"c7"}, head_waited_s=241, head_limit_s=240) == 0
+
+
+def test_a_family_that_compiled_many_kernels_splits_the_next_childs_compile_over_more_processes(tmp_path):
+    compiler = FakeCompiler(delay=0.2, kernels_at={4096: 13, 512: 2})
+    sched = ahead(tmp_path, compiler, parallel=12)  # at most 12 // 3 = 4 processes per group
+    shapes = [(2, 4096), (640, 512), (1, 4096)]
+    every = [(1, 4096), (2, 4096), (640, 512)]  # what each process runs: all of them, largest n first
+    try:
+        assert sched.shards_for("lookahead", shapes) == 2  # nothing known yet: one per size n
+        sched.announce("c1", cand(tmp_path, "c1"), shapes, kind="lookahead")
+        first = sched.wait("c1", timeout=30)
+        assert first.state == "done" and first.kernels_compiled == 15  # the shares add up
+        assert [(c["shard"], c["shapes"]) for c in compiler.calls] == [((0, 2), every), ((1, 2), every)]
+        assert sched.shards_for("lookahead", shapes) == 4  # 15 kernels, about 4 per process, capped at 4
+        assert sched.shards_for("blocked", shapes) == 2 and sched.shards_for("lookahead", shapes[:1]) == 1
+        compiler.calls.clear()
+        sched.announce("c2", cand(tmp_path, "c2"), shapes, kind="lookahead")
+        assert not sched.is_ready("c2", {512})
+        second = sched.wait("c2", timeout=30)
+        assert second.state == "done" and second.kernels_compiled == 15
+        assert [(c["shard"], c["shapes"]) for c in compiler.calls] == [((i, 4), every) for i in range(4)]
+        assert len({c["report"] for c in compiler.calls}) == 4  # one report each
+        assert sched.shards_for("lookahead", shapes) == 4  # the shares' sum is learned, not one share
+        compiler.calls.clear()
+        sched.announce("c3", cand(tmp_path, "c3"), shapes, kind="blocked")  # another family: nothing known
+        assert sched.wait("c3", timeout=30).state == "done"
+        assert [c["shard"] for c in compiler.calls] == [(0, 2), (1, 2)]
+    finally:
+        sched.close()
+
+
+def test_a_failed_split_compile_fails_the_candidate_and_the_next_one_goes_unsplit(tmp_path):
+    compiler = FakeCompiler(delay=0.1, kernels_at={2048: 9})
+    sched = ahead(tmp_path, compiler, parallel=9)
+    shapes = [(8, 2048)]
+    try:
+        sched.announce("c1", cand(tmp_path, "c1"), shapes, kind="lookahead")
+        assert sched.wait("c1", timeout=30).state == "done" and sched.shards_for("lookahead", shapes) == 3
+        compiler.ok = False
+        sched.announce("c2", cand(tmp_path, "c2"), shapes, kind="lookahead")
+        got = sched.wait("c2", timeout=30)
+        assert got.state == "failed" and "fake compile error" in got.error
+        assert sched.shards_for("lookahead", shapes) == 1  # maybe the split itself: try it whole
+        compiler.ok = True
+        sched.announce("c3", cand(tmp_path, "c3"), shapes, kind="lookahead")
+        assert sched.wait("c3", timeout=30).state == "done"
+        assert compiler.calls[-1]["shard"] == (0, 1) and sched.shards_for("lookahead", shapes) == 3
+    finally:
+        sched.close()

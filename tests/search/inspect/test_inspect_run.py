@@ -132,6 +132,21 @@ def test_ancestry_lists_exactly_the_ancestors(run_dir, facts):
     assert cross.parent_ids[0] in text and f"(second parent) {cross.parent_ids[1]}" in text
 
 
+def test_lineage_names_the_operator_that_made_each_child(run_dir, facts):
+    """Origin is the lineage kind; the operator tells the two crossovers (and any plugin) apart."""
+    with RunStore.open(run_dir, readonly=True) as store:
+        made_by = {c.id: store.get_json(f"operator/{c.id}") for c in facts["cands"].values()}
+    expected = {Origin.OPTUNA: {"optuna_step"}, Origin.CROSSOVER: {"param_crossover", "llm_merge"},
+                Origin.LLM: {"llm_edit"}, Origin.SEED: {None}}
+    data = json.loads(cli("lineage", run_dir, "--format", "json"))
+    nodes = {n["id"]: n for fam in data["families"].values() for n in fam["nodes"]}
+    for cid, cand in facts["cands"].items():
+        assert nodes[cid]["operator"] == made_by[cid] and made_by[cid] in expected[cand.origin], cid
+    cross = next(c for c in facts["cands"].values() if c.origin is Origin.CROSSOVER)
+    text = cli("lineage", run_dir, "--candidate", cross.id)
+    assert f"{cross.id} crossover/{made_by[cross.id]} (+{cross.parent_ids[1]})" in text
+
+
 def test_dot_output_is_valid_graphviz(run_dir, facts):
     nodes, edges = parse_dot(cli("lineage", run_dir, "--format", "dot"))
     assert all(a in nodes and b in nodes for a, b, _ in edges)
