@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import re
-import shutil
 import sys
 from pathlib import Path
 
@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from compile_profile import domain_shapes  # noqa: E402
-from kernels.harness.precompile import CompileTarget, parse_shapes, read_report, start_precompile  # noqa: E402
+from compile_profile import domain_shapes, profile  # noqa: E402
+from kernels.harness.precompile import CompileTarget, parse_shapes  # noqa: E402
 
 _DROP = re.compile(r"^\s*(\.loc|\.file|//|@@DEBUG)")
 
@@ -41,21 +41,14 @@ def normalised_ptx(text: str) -> str:
     return "\n".join(out)
 
 
-def compile_all(path: Path, shapes: list[tuple[int, int]], cache: Path, report: Path) -> dict[str, str]:
-    """{digest of normalised PTX: the kernel's metadata file} for everything ``path`` compiles."""
-    shutil.rmtree(cache, ignore_errors=True)
-    procs = []
-    by_n: dict[int, list[tuple[int, int]]] = {}
-    for shape in shapes:
-        by_n.setdefault(shape[1], []).append(shape)
-    for n, group in by_n.items():
-        procs.append((start_precompile(path, group, cache_dir=cache, target=CompileTarget(),
-                                       report_path=report.with_name(f"{report.stem}-n{n}.json")), n))
-    for proc, n in procs:
-        proc.wait()
-        got = read_report(report.with_name(f"{report.stem}-n{n}.json"))
-        if got is None or not got.ok:
-            raise SystemExit(f"codegen_diff: {path.name} at n={n}: {got.error if got else 'no report'}")
+def compile_all(label: str, path: Path, shapes: list[tuple[int, int]], out: Path) -> dict[str, str]:
+    """{digest of normalised PTX: the kernel's file} for everything ``path`` compiles at ``shapes``
+    (compiled as the search does it, :func:`compile_profile.profile`, into ``out/cache-LABEL``)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    result = profile(label, path, shapes, out, cpus, CompileTarget(), timeout_s=1800, shards=len(cpus))
+    if result["errors"]:
+        raise SystemExit(f"codegen_diff: {path.name}: {result['errors']}")
+    cache = out / f"cache-{label}"
     return {hashlib.sha256(normalised_ptx(p.read_text()).encode()).hexdigest(): str(p.relative_to(cache))
             for p in cache.rglob("*.ptx")}
 
@@ -71,8 +64,8 @@ def main() -> int:
     family = args.family or args.new.stem
     shapes = parse_shapes(args.shapes) if args.shapes else domain_shapes(family, ["qrv2-quick", "qrv2-bench"])
     args.out.mkdir(parents=True, exist_ok=True)
-    old = compile_all(args.old, shapes, args.out / "cache-old", args.out / "old.json")
-    new = compile_all(args.new, shapes, args.out / "cache-new", args.out / "new.json")
+    old = compile_all("old", args.old, shapes, args.out)
+    new = compile_all("new", args.new, shapes, args.out)
     same = set(old) & set(new)
     print(f"shapes: {','.join(f'{b}x{n}' for b, n in shapes)}")
     print(f"distinct kernels (normalised PTX): old {len(old)}, new {len(new)}, shared {len(same)}")

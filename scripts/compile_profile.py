@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 from kernels.families import FAMILIES, FAMILIES_DIR  # noqa: E402
 from kernels.harness.precompile import CompileTarget, PrecompileReport, read_report, start_precompile  # noqa: E402
 from kernels.suites import get_suite  # noqa: E402
+from search.engine.domains import domain_cases  # noqa: E402
 
 DEFAULT = ("householder_unblocked", "blocked_wy", "lookahead_split")
 
@@ -45,9 +46,8 @@ def resolve(item: str) -> tuple[str, Path, str]:
 
 
 def domain_shapes(family: str, suites: list[str]) -> list[tuple[int, int]]:
-    span = getattr(FAMILIES.get(family), "n_range", None)
-    cases = [c for s in suites for c in get_suite(s)]
-    inside = [c for c in cases if span is None or span[0] <= c.n <= span[1]] or cases
+    """The shapes the search compiles for ``family``: its size domain's cases of ``suites``."""
+    inside = domain_cases([c for s in suites for c in get_suite(s)], FAMILIES.get(family))
     return sorted({(c.batch, c.n) for c in inside}, key=lambda s: (-s[1], s[0]))
 
 

@@ -12,26 +12,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-
-def _registry():
+def _registry_kept():
+    """The family registry as it was, put back afterwards."""
     import kernels.families
 
-    return kernels.families
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _family_registry_restored_per_module():
-    """Tests that install toy families (tests/search/toy_driver.py, inspect_run.py) replace the
-    registry module-wide, some in module-scoped fixtures: each test module gets the registry back
-    as it found it, whatever order the modules run in."""
-    saved = _registry().FAMILIES
+    saved = kernels.families.FAMILIES
     yield
-    _registry().FAMILIES = saved
+    kernels.families.FAMILIES = saved
 
 
-@pytest.fixture(autouse=True)
-def _family_registry_restored():
-    """The same for a test that installs toy families itself."""
-    saved = _registry().FAMILIES
-    yield
-    _registry().FAMILIES = saved
+# Tests that install toy families (tests/search/toy_driver.py, inspect_run.py) replace the registry,
+# some in module-scoped fixtures: each module and each test gets it back as it found it, whatever
+# order the modules run in.
+_family_registry_restored_per_module = pytest.fixture(autouse=True, scope="module", name="_registry_per_module")(
+    _registry_kept)
+_family_registry_restored = pytest.fixture(autouse=True, name="_registry_per_test")(_registry_kept)

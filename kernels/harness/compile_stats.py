@@ -92,6 +92,6 @@ def kernel_label(src: Any) -> str:
     parts = []
     for key, value in constants.items():
         index = key[0] if isinstance(key, tuple) and len(key) == 1 else None
-        if isinstance(index, int) and 0 <= index < len(arg_names) and not isinstance(value, (type(None),)):
+        if isinstance(index, int) and 0 <= index < len(arg_names) and value is not None:
             parts.append(f"{arg_names[index]}={value}")
     return f"{name}({', '.join(parts)})"[:300] if parts else name

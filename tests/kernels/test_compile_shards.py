@@ -47,10 +47,6 @@ def test_signatures_follow_tritons_specialisation():
 def test_shards_share_the_signatures_round_robin_and_cover_every_launch():
     fn = fake_fn()
     launches = [((Pointer(0), 32, 0), {"BM": bm}) for bm in (16, 32, 16, 64, 128, 32, 256)]
-    owners = []
-    for launch in launches:
-        mine = [i for i in range(3) if Shard(i, 3).owns(fn, *launch)]
-        owners.append(mine)
     shards = [Shard(i, 3) for i in range(3)]
     owned = [[s.owns(fn, *launch) for launch in launches] for s in shards]
     # Every launch is owned by exactly one shard; repeats of a signature by the same one.

@@ -169,9 +169,13 @@ class NoSpace(ParamSpace):
     """The baseline's space: torch.geqrf has no knobs."""
 
 
-def toy_registry() -> dict[str, ToyFamily]:
-    """A registry of the torch.geqrf baseline and one toy family (install with monkeypatch)."""
+def toy_baseline() -> ToyFamily:
+    """The torch.geqrf reference as a registry entry (the real baseline file, no knobs)."""
     from kernels.families import BASELINE_PATH
 
-    return {"torch_geqrf": ToyFamily("torch_geqrf", baseline=True, space=NoSpace, text=BASELINE_PATH.read_text()),
-            "toy": ToyFamily("toy")}
+    return ToyFamily("torch_geqrf", baseline=True, space=NoSpace, text=BASELINE_PATH.read_text())
+
+
+def toy_registry(text: str = TOY_SOURCE) -> dict[str, ToyFamily]:
+    """A registry of the torch.geqrf baseline and one toy family (install with monkeypatch)."""
+    return {"torch_geqrf": toy_baseline(), "toy": ToyFamily("toy", text=text)}

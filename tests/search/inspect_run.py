@@ -15,12 +15,11 @@ import sys
 from pathlib import Path
 
 import kernels.families
-from kernels.families import BASELINE_PATH
 from kernels.harness.settings import RunLimits, TimingPolicy
 from search.config import BudgetConfig, EvaluationConfig, LLMConfig, LLMModel, MaturationSettings, MutationMix
 from tests.search.fake_llm import FakeLLM
-from tests.search.fakes import ToyFamily
-from tests.search.toy_driver import NoSpace, toy_config
+from tests.search.fakes import ToyFamily, toy_baseline
+from tests.search.toy_driver import toy_config
 
 SHAPED_SOURCE = '''"""A toy kernel: torch.geqrf after a parameter-dependent pause."""
 
@@ -71,7 +70,7 @@ EVALS = 14
 
 
 def install() -> None:
-    fams = {"torch_geqrf": ToyFamily("torch_geqrf", baseline=True, space=NoSpace, text=BASELINE_PATH.read_text())}
+    fams = {"torch_geqrf": toy_baseline()}
     for name in FAMILIES:
         fams[name] = ToyFamily(name, text=SHAPED_SOURCE, description="a toy kernel with a pause")
     kernels.families.FAMILIES = fams

@@ -12,23 +12,16 @@ import sys
 from pathlib import Path
 
 import kernels.families
-from kernels.families import BASELINE_PATH
 from kernels.harness.settings import RunLimits, TimingPolicy
-from kernels.params import ParamSpace
 from search.config import EvaluationConfig, FamilySpec, MutationMix, RayConfig, RunConfig
-from tests.search.fakes import TOY_SOURCE, ToyFamily
+from tests.search.fakes import TOY_SOURCE, ToyFamily, toy_registry
 
 SLOW_SOURCE = TOY_SOURCE.replace("import torch\n", "import time\n\nimport torch\n").replace(
     "    return torch.geqrf(A)", "    time.sleep(0.5)\n    return torch.geqrf(A)")
 
 
-class NoSpace(ParamSpace):
-    pass
-
-
-def install(slow: bool = False) -> dict:
-    fams = {"torch_geqrf": ToyFamily("torch_geqrf", baseline=True, space=NoSpace, text=BASELINE_PATH.read_text()),
-            "toy": ToyFamily("toy", text=SLOW_SOURCE if slow else TOY_SOURCE)}
+def install(slow: bool = False) -> dict[str, ToyFamily]:
+    fams = toy_registry(SLOW_SOURCE if slow else TOY_SOURCE)
     kernels.families.FAMILIES = fams
     return fams
 

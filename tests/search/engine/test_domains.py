@@ -10,19 +10,14 @@ from dataclasses import dataclass
 import pytest
 
 import kernels.families
-from kernels.families import BASELINE_PATH, FAMILIES
-from kernels.params import ParamSpace
+from kernels.families import FAMILIES
 from kernels.suites import get_suite
 from population.models import CaseOutcome, CaseStatus, EvalResult, State
 from search.config import EvaluationConfig, FamilySpec, MutationMix, RunConfig
 from search.engine.domains import describe_domains, domain_cases
 from search.evaluate.messages import EvalOutcome, EvalRequest
-from tests.search.fakes import FakePool, ToyFamily
+from tests.search.fakes import FakePool, ToyFamily, toy_baseline
 from tests.search.engine.test_loop import make_loop
-
-
-class NoSpace(ParamSpace):
-    pass
 
 
 @dataclass(frozen=True)
@@ -54,8 +49,7 @@ def _timed(request: EvalRequest, per_case_ms) -> EvalOutcome:
 
 @pytest.fixture()
 def ranged(monkeypatch):
-    fams = {"torch_geqrf": ToyFamily("torch_geqrf", baseline=True, space=NoSpace, text=BASELINE_PATH.read_text()),
-            "small": RangedToy("small", n_range=(1, 32)), "anywhere": ToyFamily("anywhere")}
+    fams = {"torch_geqrf": toy_baseline(), "small": RangedToy("small", n_range=(1, 32)), "anywhere": ToyFamily("anywhere")}
     monkeypatch.setattr(kernels.families, "FAMILIES", fams, raising=False)
     return fams
 
