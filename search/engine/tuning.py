@@ -168,6 +168,37 @@ class Tuner:
             return Proposal(study=study.study_name, trial_number=trial.number, params=params, trial=trial)
         raise TunerExhausted(f"{study.study_name}: no new valid point found")
 
+    def ask_at(self, family: str, fingerprint: str, space: type[ParamSpace], parent_params: Mapping[str, Any],
+               params: Mapping[str, Any], parent_id: str | None = None,
+               parent_value: float | None = None) -> Proposal | None:
+        """A trial at a point another operator chose (a local step), so that the study records
+        every evaluation of its structure and TPE learns from them too.  None if the point was
+        asked before (evaluated, running or skipped); :class:`TunerExhausted` when the
+        structure's trial budget is used."""
+        study = self.study(family, fingerprint)
+        dists = distributions(space)
+        if set(dists) != set(params) or set(dists) != set(parent_params):
+            raise TunerExhausted(f"parameters {sorted(params)} do not match the space {sorted(dists)}")
+        trials = study.get_trials(deepcopy=False)
+        if not trials and parent_value is not None:
+            self._tell_seed(study, dists, parent_params, parent_id, parent_value)
+            trials = study.get_trials(deepcopy=False)
+        if self.trials_used(family, fingerprint) >= self.trials_per_structure:
+            raise TunerExhausted(f"{study.study_name} used its {self.trials_per_structure} trials")
+        if _key(params) in {_key(t.params) for t in trials}:
+            return None
+        study.enqueue_trial(dict(params))
+        trial = study.ask(dists)
+        if _key(trial.params) != _key(params):  # another enqueued point came first: give it back
+            trial.set_user_attr(TRIAL_ATTR_SKIPPED, "not the enqueued point")
+            study.tell(trial, state=TrialState.PRUNED)
+            return None
+        return Proposal(study=study.study_name, trial_number=trial.number, params=dict(trial.params), trial=trial)
+
+    def asked(self, family: str, fingerprint: str) -> set[tuple]:
+        """The points this structure's study holds (any state), as :func:`point_key` keys."""
+        return {_key(t.params) for t in self.study(family, fingerprint).get_trials(deepcopy=False)}
+
     def _unseen_point(self, space: type[ParamSpace], seen: set[tuple], salt: int) -> dict[str, Any] | None:
         rng = random.Random(self.seed * 7_919 + salt)
         for _ in range(200):
@@ -280,3 +311,6 @@ def _evaluated(trial: FrozenTrial) -> bool:
 
 def _key(params: Mapping[str, Any]) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in params.items()))
+
+
+point_key = _key  # how the tuner tells one point from another (operators that pick points use it)

@@ -3,6 +3,7 @@
 One module per operator, each exposing ``OPERATOR`` (see :mod:`.base` for the Protocols):
 
 - ``optuna_step``: Optuna proposes new parameters for the parent's structure (immediate);
+- ``local_step``: a neighbour of the parent, one or two parameters moved (immediate; an Optuna trial);
 - ``param_crossover``: uniform crossover of two parents' parameters in one structure (immediate);
 - ``llm_merge``: an LLM merges the code of two parents of different structures;
 - ``llm_edit``: an LLM edits the parent's code.
@@ -24,8 +25,9 @@ __all__ = ["BUILTIN", "Child", "ImmediateOperator", "KernelFamily", "LLMOperator
 
 # Registration order is the order of every weighted draw among operators: keep it, or runs
 # with an unchanged config stop reproducing.  llm_merge precedes llm_edit because the
-# proposer of old drew "merge?" first; the same draw now picks the same operator.
-BUILTIN: tuple[str, ...] = ("optuna_step", "param_crossover", "llm_merge", "llm_edit")
+# proposer of old drew "merge?" first; the same draw now picks the same operator.  New
+# operators go at the end.
+BUILTIN: tuple[str, ...] = ("optuna_step", "param_crossover", "llm_merge", "llm_edit", "local_step")
 
 _REGISTRY: dict[str, Operator] = {}
 
