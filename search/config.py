@@ -84,6 +84,10 @@ class EvaluationConfig(_Section):
     compile_ahead: int = Field(
         2, ge=0, description="candidates queued per evaluator beyond the one it runs; their Triton kernels are "
         "compiled ahead (CUDA hidden, on CPUs the timing child does not use) into the run's cache; 0: off")
+    compile_ahead_max: int = Field(
+        8, ge=0, description="candidates queued per evaluator at most: beyond compile_ahead, an evaluator takes "
+        "more while its compile processes would otherwise idle (cheap compiles keep the CPUs busy and the "
+        "evaluator finds one ready); at or below compile_ahead: exactly compile_ahead")
 
     @model_validator(mode="before")
     @classmethod

@@ -69,6 +69,9 @@ class PrecompileReport(BaseModel):
     # and per lowering stage.  Absent in reports written before they were recorded.
     kernel_seconds: list[tuple[str, float]] = []
     stage_seconds: dict[str, float] = {}
+    # CPU seconds the whole process took, its start-up and ptxas included (0: not recorded):
+    # what the scheduler learns a compile's cost from (wall time stretches while paused).
+    cpu_s: float = 0.0
 
 
 def _one_line(text: str, limit: int = 400) -> str:
@@ -290,6 +293,14 @@ def precompile_in_process(candidate: Path, shapes: Sequence[tuple[int, int]],
         stage_seconds=dict(counter.stage_seconds) if counter else {})
 
 
+def _cpu_seconds() -> float:
+    """CPU time of this process and its finished children (ptxas)."""
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kernels.harness.precompile")
     parser.add_argument("--candidate", type=Path, required=True)
@@ -311,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         report = PrecompileReport(ok=False, seconds=time.perf_counter() - started, shapes=[],
                                   kernels_compiled=0, kernels_cached=0, error=_describe(exc))
+    report = report.model_copy(update={"cpu_s": _cpu_seconds()})
     write_report(report, args.report)
     print(json.dumps(report.model_dump(mode="json")), flush=True)
     sys.stdout.flush()

@@ -13,10 +13,17 @@ shape of its group and compiles only the kernels it owns, so a kernel several si
 compiled once (lookahead_split's n is a runtime argument: n = 352 and 512 share kernels), and
 the group's latency does not grow with its kernel count (lookahead_split compiles about 30).
 A group takes as many processes as it has sizes n the first time its family is seen, then
-about one per ``KERNELS_PER_SHARD`` kernels that its family's last compile of it found; at
-most ``max_shards``.  Up to ``parallel`` processes run at once, in announcement order; a
-candidate whose turn comes before its compile finished moves to the front of the line and
-is waited for.
+about one per ``KERNELS_PER_SHARD`` kernels that its family's last compile of it had to
+compile (kernels found in the cache cost nothing); at most ``max_shards``.
+
+Up to ``parallel`` processes run at once.  Which starts next: a candidate whose turn came
+before its compile finished goes first (it is waited for); then the groups an evaluation
+needs first, cheapest first (the CPU seconds its family's last compile of that group took:
+a householder child's one kernel does not wait behind a lookahead_split child's thirty, so
+the evaluator finds something compiled sooner), in announcement order among equals; the
+rest of a screened child's sizes (needed only if it passes its screen) when nothing else
+waits.  :meth:`CompileAhead.room` says how many more processes could start at once, so the
+pool hands an evaluator more candidates while its compile CPUs would otherwise idle.
 
 The evaluator asks :meth:`CompileAhead.is_ready` so that it evaluates first a queued
 candidate whose compile is done, rather than wait for the head of its queue (a
@@ -84,7 +91,8 @@ class _Unit:
 
     shapes: list[tuple[int, int]]
     report_path: Path
-    shard: tuple[int, int] = (0, 1)  # (index, count) of the processes that share this group's kernels
+    shard: tuple[int, int] = (0, 1)
+    group: int = 0  # 0: what the evaluation needs first; 1: the rest of a screened child's sizes  # (index, count) of the processes that share this group's kernels
     proc: subprocess.Popen | None = None
     started: float | None = None
     finished: float | None = None
@@ -105,6 +113,8 @@ class _Compile:
     path: Path
     units: list[_Unit]
     kind: str = ""  # the candidate's family: how many kernels a group takes is learned per family
+    seq: int = 0  # announcement order
+    urgent: bool = False  # its evaluation waits for it
     announced: float = field(default_factory=time.monotonic)
 
     @property
@@ -159,11 +169,13 @@ class CompileAhead:
         self.parallel = max(1, parallel if parallel is not None else len(self.cpus or [0]))
         # Processes one group may be split over: a third of them, so one candidate cannot take all.
         self.max_shards = max(1, max_shards if max_shards is not None else self.parallel // 3)
-        # (family, sizes of a group) -> kernels its last compile found
+        # (family, sizes of a group) -> kernels its last compile compiled, and its CPU seconds
         self._kernels_of: dict[tuple[str, frozenset[int]], int] = {}
+        self._cost_of: dict[tuple[str, frozenset[int]], float] = {}
+        self._seq = 0
         self.env_extra = dict(env_extra or {})
         self._jobs: dict[str, _Compile] = {}
-        self._order: list[str] = []  # candidates in the order their units start
+        self._order: list[str] = []  # candidates in announcement order (one waited for moves first)
         self._lock = threading.Lock()
         self._poll_s = poll_s
         self._closed = threading.Event()
@@ -185,8 +197,10 @@ class CompileAhead:
                 count = self.shards_for(kind, group)
                 for index in range(count):
                     name = f"{candidate_id}.g{g}.s{index}of{count}"
-                    units.append(_Unit(group, self.workdir / f"{name}.precompile.json", shard=(index, count)))
-            self._jobs[candidate_id] = _Compile(candidate_id, Path(path), units, kind=kind)
+                    units.append(_Unit(group, self.workdir / f"{name}.precompile.json", shard=(index, count),
+                                       group=min(g, 1)))
+            self._seq += 1
+            self._jobs[candidate_id] = _Compile(candidate_id, Path(path), units, kind=kind, seq=self._seq)
             self._order.append(candidate_id)
             self._pump_locked()
         return True
@@ -194,7 +208,7 @@ class CompileAhead:
     def shards_for(self, kind: str, group: Sequence[tuple[int, int]]) -> int:
         """Processes to split a compile of ``kind`` at the shapes ``group`` over: one per size n
         until that family's compile of those sizes has been seen, then about one per
-        ``KERNELS_PER_SHARD`` kernels it found; at most ``max_shards``."""
+        ``KERNELS_PER_SHARD`` kernels it compiled; at most ``max_shards``."""
         sizes = frozenset(n for _, n in group)
         kernels = self._kernels_of.get((kind, sizes))
         wanted = len(sizes) if kernels is None else -(-kernels // KERNELS_PER_SHARD)
@@ -208,6 +222,22 @@ class CompileAhead:
             if job is None:
                 return True
             return all(u.finished is not None for u in job.units if u.needed_for(sizes))
+
+    def expected_cost(self, kind: str, sizes: frozenset[int]) -> float:
+        """CPU seconds the family's last compile of these sizes took (0 if never seen: a new
+        family's first candidates, the seeds, go first and teach the rest)."""
+        return self._cost_of.get((kind, sizes), 0.0)
+
+    def room(self) -> int:
+        """Compile processes that could start now with nothing to do: ``parallel`` less those
+        running and the first-stage units still waiting (a screened child's rest only fills
+        CPUs nothing else wants).  The pool hands this evaluator more candidates while > 0."""
+        with self._lock:
+            if self._closed.is_set():
+                return 0
+            busy = sum(1 for job in self._jobs.values() for u in job.units
+                       if u.finished is None and (u.proc is not None or (u.started is None and u.group == 0)))
+            return max(0, self.parallel - busy)
 
     def running(self) -> list[str]:
         with self._lock:
@@ -235,14 +265,21 @@ class CompileAhead:
                         self._learn_locked(job, unit)
                     else:
                         active += 1
-        for cid in list(self._order):
-            job = self._jobs[cid]
-            for unit in job.units:
-                if active >= self.parallel or self._closed.is_set() or self._paused:
-                    return
-                if unit.started is None and unit.finished is None:
-                    self._start_locked(job, unit)
-                    active += unit.finished is None
+        if self._closed.is_set() or self._paused or active >= self.parallel:
+            return
+        waiting = [(self._priority(job, unit), job, unit) for job in self._jobs.values() for unit in job.units
+                   if unit.started is None and unit.finished is None]
+        waiting.sort(key=lambda item: item[0])
+        for _, job, unit in waiting:
+            if active >= self.parallel:
+                return
+            self._start_locked(job, unit)
+            active += unit.finished is None
+
+    def _priority(self, job: _Compile, unit: _Unit) -> tuple[int, int, float, int, int]:
+        """Waited-for first; then first-stage groups, cheapest first; then the rest, in order."""
+        cost = self.expected_cost(job.kind, unit.sizes) if unit.group == 0 else 0.0
+        return (0 if job.urgent else 1, unit.group, cost, job.seq, unit.shard[0])
 
     def _learn_locked(self, job: _Compile, unit: _Unit) -> None:
         """Once every process of a group has reported, remember how many kernels it found
@@ -253,8 +290,10 @@ class CompileAhead:
         key = (job.kind, unit.sizes)
         reports = [u.report for u in group]
         if all(r is not None and getattr(r, "ok", False) for r in reports):
-            self._kernels_of[key] = sum(int(getattr(r, "kernels_compiled", 0) or 0)
-                                        + int(getattr(r, "kernels_cached", 0) or 0) for r in reports)
+            self._kernels_of[key] = max(1, sum(int(getattr(r, "kernels_compiled", 0) or 0) for r in reports))
+            # CPU seconds where the report has them (wall time stretches while compiles are paused).
+            self._cost_of[key] = sum(float(getattr(r, "cpu_s", 0.0) or 0.0)
+                                     or (u.finished or 0.0) - (u.started or 0.0) for r, u in zip(reports, group))
         elif len(group) > 1:
             # A launcher that reads what a launch returns fails in the shards that skip it: the
             # next compile of this group goes unsplit, and splits again once that one succeeds.
@@ -295,6 +334,7 @@ class CompileAhead:
                 return AheadResult(state="unknown")
             units = [u for u in job.units if u.needed_for(sizes)]
             late = not any(u.started is not None or u.finished is not None for u in units)
+            job.urgent = True
             self._order.remove(candidate_id)
             self._order.insert(0, candidate_id)
             self._pump_locked()

@@ -165,7 +165,8 @@ def execute(session: RunSession, address: str | None, console: Console, grace_s:
         _check_device(config, gpus, interpret)
         pool = RayPool(workdir=run_dir / "work", gpus=gpus, cpu_evaluators=config.ray.cpu_evaluators,
                        cpus_per_evaluator=config.ray.cpus_per_evaluator,
-                       env_extra=evaluator_env(run_dir, interpret), lookahead=config.evaluation.compile_ahead)
+                       env_extra=evaluator_env(run_dir, interpret), lookahead=config.evaluation.compile_ahead,
+                       max_lookahead=config.evaluation.compile_ahead_max)
         kind = f"{gpus} GPU evaluator(s)" if gpus else f"{pool.size} CPU evaluator(s) (Triton interpreter)"
         log(f"run {run_dir}: {kind}; families {', '.join(f.name for f in config.families)}")
         if config.evaluation.family_domains:
@@ -176,7 +177,11 @@ def execute(session: RunSession, address: str | None, console: Console, grace_s:
             llm = LLMPool(LLMClient(config.llm))
             log(f"LLM mutation on: {config.llm.base_url} ({', '.join(m.name for m in config.llm.models)})")
         else:
-            log("LLM mutation is off (no llm.base_url/models configured): Optuna and crossover only")
+            from search.engine import operators
+
+            immediate = [name for name, op in operators.registry().items()
+                         if not op.needs_llm and name in config.mutation.weights]
+            log(f"LLM mutation is off (no llm.base_url/models configured): {', '.join(immediate)} only")
         tuner = Tuner(run_dir / OPTUNA_FILE, config.optuna.sampler, config.seed, config.optuna.trials_per_structure)
         settled = tuner.reconcile(lambda cid: _known_outcome(run, cid))
         if settled:

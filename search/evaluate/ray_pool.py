@@ -108,6 +108,10 @@ class EvaluatorActor:
     def compiled(self, candidate_ids: list[str]) -> list[str]:
         return self.worker.compiled(candidate_ids)
 
+    @ray.method(concurrency_group="ahead")
+    def compile_room(self) -> int:
+        return self.worker.compile_room()
+
     def utilization(self) -> float | None:
         return self.sampler.mean() if self.sampler else None
 
@@ -130,6 +134,14 @@ class _Slot:
     # Requests handed to this evaluator behind the one it runs (announced to it, so their
     # kernels compile ahead); they start here, in order, and survive an actor restart.
     queue: list[EvalRequest] = field(default_factory=list)
+    # What the actor last said: it held ``room_load`` requests and ``room`` compile processes
+    # would idle (its compile_room), so it may hold room_load + room; the question in flight,
+    # the requests it held when that was sent, and when.
+    room: int = 0
+    room_load: int = 0
+    room_ref: Any = None
+    room_ref_load: int = 0
+    room_asked: float = 0.0
 
 
 @dataclass
@@ -145,8 +157,10 @@ class RayPool:
     """Implements the loop's EvaluatorPool over Ray actors.
 
     Each evaluator takes its running request plus up to ``lookahead`` queued ones, so the
-    loop proposes the next candidates early and the evaluator compiles them ahead; the
-    pipeline is the same for every evaluator."""
+    loop proposes the next candidates early and the evaluator compiles them ahead; while its
+    compile processes would otherwise idle (it says so: ``compile_room``) it takes more, up
+    to ``max_lookahead`` queued, so compiling keeps the CPUs busy when candidates are cheap
+    to compile and the evaluator finds one ready.  The pipeline is the same for every evaluator."""
 
     workdir: Path
     gpus: int
@@ -154,7 +168,9 @@ class RayPool:
     cpus_per_evaluator: float = 1.0
     env_extra: dict[str, str] = field(default_factory=dict)
     lookahead: int = 0
+    max_lookahead: int = 0  # queued at most while compile CPUs have room (below lookahead: lookahead)
     ready_first: bool = True  # start a queued request whose compile is done before the head
+    room_every_s: float = 0.5  # how often an evaluator is asked for its compile room
     slots: list[_Slot] = field(default_factory=list)
     _flights: dict[Any, _Flight] = field(default_factory=dict)
     created_at: float = field(default_factory=time.monotonic)
@@ -176,6 +192,7 @@ class RayPool:
             self.slots.append(slot)
 
     def _send_ping(self, slot: _Slot) -> None:
+        slot.room, slot.room_load, slot.room_ref = 0, 0, None  # a (re)starting actor: ask again
         slot.ping = slot.actor.ping.remote()
         slot.ping_sent = time.monotonic()
 
@@ -192,9 +209,40 @@ class RayPool:
     def _load(self, slot: _Slot) -> int:
         return int(self._running(slot)) + len(slot.queue)
 
+    def _capacity(self, slot: _Slot) -> int:
+        """Requests the slot may hold: the running one and ``lookahead`` queued, or as many as
+        it held when it last had compile room plus that room (one more compile each), with at
+        most ``max_lookahead`` queued.  It changes only with an answer, never with a submit,
+        so free_slots() and submit() agree."""
+        least = 1 + self.lookahead
+        return max(least, min(1 + self.max_lookahead, slot.room_load + slot.room))
+
+    def _ask_room(self) -> None:
+        """Collect the evaluators' answers to "how many more could you compile now?" and ask
+        again every ``room_every_s`` (never waiting: the answer counts from the next call)."""
+        if self.max_lookahead <= self.lookahead:
+            return
+        now = time.monotonic()
+        for slot in self._ready():
+            if slot.room_ref is not None:
+                done, _ = ray.wait([slot.room_ref], timeout=0)
+                if not done:
+                    continue
+                try:
+                    slot.room, slot.room_load = int(ray.get(slot.room_ref)), slot.room_ref_load
+                except RayError:
+                    slot.room = 0
+                slot.room_ref = None
+            if now - slot.room_asked >= self.room_every_s:
+                # Asked after the prefetches sent so far (one concurrency group, in order): the
+                # answer counts the requests it holds now.
+                slot.room_ref, slot.room_ref_load = slot.actor.compile_room.remote(), self._load(slot)
+                slot.room_asked = now
+
     def free_slots(self) -> int:
         self._collect_pings()
-        return sum(max(0, 1 + self.lookahead - self._load(s)) for s in self._ready())
+        self._ask_room()
+        return sum(max(0, self._capacity(s) - self._load(s)) for s in self._ready())
 
     def inflight(self) -> list[str]:
         return [f.request.candidate_id for f in self._flights.values()] + \
@@ -220,7 +268,7 @@ class RayPool:
                 self._next(slot)
 
     def submit(self, request: EvalRequest) -> None:
-        ready = [s for s in self._ready() if self._load(s) < 1 + self.lookahead]
+        ready = [s for s in self._ready() if self._load(s) < self._capacity(s)]
         if not ready:
             raise RuntimeError("submit() without a free slot")
         slot = min(ready, key=self._load)

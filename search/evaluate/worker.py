@@ -169,6 +169,10 @@ class Worker:
             sizes = {cid: self._first_sizes.get(cid) for cid in candidate_ids}
         return [cid for cid in candidate_ids if self.ahead.is_ready(cid, sizes[cid])]
 
+    def compile_room(self) -> int:
+        """How many more candidates this worker could start compiling now (0 without compile-ahead)."""
+        return self.ahead.room() if self.ahead is not None else 0
+
     def _timing_child(self, structure: str | None = None) -> ChildProcess:
         with self._lock:
             kept = self._kept_timing.pop(structure, None) if structure else None

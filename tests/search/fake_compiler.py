@@ -13,22 +13,25 @@ from typing import Any, Mapping, Sequence
 _SCRIPT = r"""
 import json, os, sys, time
 report, shapes, delay, ok = sys.argv[1], json.loads(sys.argv[2]), float(sys.argv[3]), sys.argv[4] == "1"
-kernels = int(sys.argv[5])
+kernels, cached = int(sys.argv[5]), int(sys.argv[6])
 time.sleep(delay)
 tmp = report + ".tmp"
 with open(tmp, "w") as fh:
     json.dump({"ok": ok, "seconds": delay, "shapes": shapes, "kernels_compiled": kernels,
-               "kernels_cached": 0, "error": None if ok else "fake compile error",
+               "kernels_cached": cached, "error": None if ok else "fake compile error",
                "affinity": sorted(os.sched_getaffinity(0))}, fh)
 os.replace(tmp, report)
 """
 
 
 class FakeCompiler:
-    def __init__(self, delay: float = 0.3, ok: bool = True, kernels_at: Mapping[int, int] | None = None) -> None:
+    def __init__(self, delay: float = 0.3, ok: bool = True, kernels_at: Mapping[int, int] | None = None,
+                 delays: Mapping[str, float] | None = None, cached: int = 0) -> None:
         self.delay = delay
         self.ok = ok
         self.kernels_at = dict(kernels_at or {})  # n -> kernels a compile of it "finds" (default: 1 per shape)
+        self.delays = dict(delays or {})  # candidate file stem -> its own delay
+        self.cached = cached  # kernels each process reports found in the cache (compiled: the rest)
         self.calls: list[dict[str, Any]] = []
 
     def start(self, candidate: Path, shapes: Sequence[tuple[int, int]], *, cache_dir: Path, target: Any,
@@ -40,8 +43,11 @@ class FakeCompiler:
         total = sum(self.kernels_at.get(n, sum(1 for _, m in shapes if m == n)) for n in sizes)
         index, count = shard
         mine = total // count + (index < total % count)  # round robin, as the real shards share them
+        cached = min(self.cached, mine)
+        delay = self.delays.get(Path(candidate).stem, self.delay)
         proc = subprocess.Popen([sys.executable, "-c", _SCRIPT, str(report_path), json.dumps(list(shapes)),
-                                 str(self.delay), "1" if self.ok else "0", str(mine)], start_new_session=True)
+                                 str(delay), "1" if self.ok else "0", str(mine - cached), str(cached)],
+                                start_new_session=True)
         if cpus:
             import os
 

@@ -334,3 +334,80 @@ def test_a_failed_split_compile_fails_the_candidate_and_the_next_one_goes_unspli
         assert compiler.calls[-1]["shard"] == (0, 1) and sched.shards_for("lookahead", shapes) == 3
     finally:
         sched.close()
+
+
+def test_once_costs_are_known_a_cheap_candidate_compiles_before_an_expensive_one_announced_first(tmp_path):
+    compiler = FakeCompiler(delay=0.05, delays={"big1": 0.6, "big2": 0.6, "blocker": 0.4})
+    sched = ahead(tmp_path, compiler, parallel=1)
+    try:
+        for cid, kind in (("big1", "lookahead"), ("small1", "householder")):
+            sched.announce(cid, cand(tmp_path, cid), [(2, 32)], kind=kind)
+        assert sched.wait("big1", 30).state == "done" and sched.wait("small1", 30).state == "done"
+        sizes = frozenset({32})
+        assert sched.expected_cost("lookahead", sizes) > sched.expected_cost("householder", sizes) > 0
+        assert sched.expected_cost("blocked", sizes) == 0  # never seen: it would go first
+        sched.announce("blocker", cand(tmp_path, "blocker"), [(2, 32)], kind="lookahead")  # takes the one CPU
+        sched.announce("big2", cand(tmp_path, "big2"), [(2, 32)], kind="lookahead")
+        sched.announce("small2", cand(tmp_path, "small2"), [(2, 32)], kind="householder")
+        for cid in ("blocker", "big2", "small2"):
+            assert sched.wait(cid, 30).state == "done"
+        order = [c["candidate"].stem for c in compiler.calls]
+        assert order == ["big1", "small1", "blocker", "small2", "big2"]  # the cheap one jumped the line
+    finally:
+        sched.close()
+
+
+def test_the_rest_of_a_screened_child_compiles_after_every_first_stage(tmp_path):
+    compiler = FakeCompiler(delay=0.2, delays={"c0": 0.5})
+    sched = ahead(tmp_path, compiler, parallel=1)
+    try:
+        sched.announce("c0", cand(tmp_path, "c0"), [(2, 16)])  # occupies the CPU meanwhile
+        sched.announce("c1", cand(tmp_path, "c1"), [(4, 32), (2, 64)], first={32})
+        sched.announce("c2", cand(tmp_path, "c2"), [(2, 128)])
+        assert sched.room() == 0  # one CPU, busy, and first stages waiting
+        deadline = time.monotonic() + 30  # nobody waits for any of them: the scheduler's own order
+        while (sched.running() or sched.queued()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        started = [(c["candidate"].stem, c["shapes"]) for c in compiler.calls]
+        assert started == [("c0", [(2, 16)]), ("c1", [(4, 32)]), ("c2", [(2, 128)]), ("c1", [(2, 64)])]
+    finally:
+        sched.close()
+
+
+def test_room_counts_idle_compile_processes_and_ignores_speculative_work(tmp_path):
+    compiler = FakeCompiler(delay=0.6)
+    sched = ahead(tmp_path, compiler, parallel=3, max_shards=1)
+    try:
+        assert sched.room() == 3
+        sched.announce("c1", cand(tmp_path, "c1"), [(2, 32)])
+        assert sched.room() == 2  # one running
+        sched.pause()  # nothing new starts: what waits is counted as it would be
+        sched.announce("c2", cand(tmp_path, "c2"), [(2, 32), (2, 64)], first={32})
+        # c2's screen sizes wait and count; its rest is not counted (it only fills idle CPUs)
+        assert sched.room() == 1
+        sched.announce("c3", cand(tmp_path, "c3"), [(2, 32)])
+        assert sched.room() == 0
+        sched.resume()
+        for cid in ("c1", "c2", "c3"):
+            assert sched.wait(cid, 30).state == "done"
+        assert sched.room() == 3
+        sched.close()
+        assert sched.room() == 0  # closed: takes nothing
+    finally:
+        sched.close()
+
+
+def test_shards_follow_the_kernels_the_last_compile_had_to_compile_not_those_it_found_cached(tmp_path):
+    compiler = FakeCompiler(delay=0.05, kernels_at={512: 12})
+    sched = ahead(tmp_path, compiler, parallel=12)
+    shapes = [(640, 512)]
+    try:
+        sched.announce("c1", cand(tmp_path, "c1"), shapes, kind="lookahead")
+        assert sched.wait("c1", 30).kernels_compiled == 12 and sched.shards_for("lookahead", shapes) == 3
+        compiler.cached = 3  # each of the 3 processes finds 3 of its 4 kernels compiled already
+        sched.announce("c2", cand(tmp_path, "c2"), shapes, kind="lookahead")
+        got = sched.wait("c2", 30)
+        assert got.kernels_compiled == 3 and got.kernels_cached == 9
+        assert sched.shards_for("lookahead", shapes) == 1  # a local step's child: little to compile
+    finally:
+        sched.close()

@@ -1,0 +1,127 @@
+"""The Ray pool hands an evaluator more candidates while its compile processes have room,
+never more than ``max_lookahead`` queued, and only ``lookahead`` once they are busy."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Iterator
+
+import pytest
+
+from kernels.families import BASELINE_PATH
+from kernels.suites import get_suite
+from search.evaluate.messages import EvalRequest
+
+ray = pytest.importorskip("ray")
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", _node_ip_address="127.0.0.1")
+    yield
+    ray.shutdown()
+
+
+@ray.remote(concurrency_groups={"ahead": 1})
+class RoomActor:
+    """Answers like an EvaluatorActor whose compile processes have ``room`` idle; evaluates nothing."""
+
+    def __init__(self) -> None:
+        self.room = 0
+        self.prefetched: list[str] = []
+
+    def ping(self) -> dict:
+        return {"name": "fake", "pid": os.getpid(), "host": "here", "gpus": ""}
+
+    def evaluate(self, request_json: str) -> str:
+        time.sleep(600)  # busy for the whole test
+        return ""
+
+    @ray.method(concurrency_group="ahead")
+    def prefetch(self, request_json: str) -> bool:
+        self.prefetched.append(EvalRequest.model_validate_json(request_json).candidate_id)
+        return True
+
+    @ray.method(concurrency_group="ahead")
+    def compile_room(self) -> int:
+        return self.room
+
+    @ray.method(concurrency_group="ahead")
+    def set_room(self, room: int) -> None:
+        self.room = room
+
+    @ray.method(concurrency_group="ahead")
+    def announced(self) -> list[str]:
+        return self.prefetched
+
+
+def request(cid: str) -> EvalRequest:
+    cases = list(get_suite("smoke"))[:1]
+    return EvalRequest(candidate_id=cid, family="torch_geqrf", source=BASELINE_PATH.read_text(),
+                       verify_suite="smoke", verify_cases=cases, bench_suite="custom", bench_cases=cases,
+                       device="cpu")
+
+
+def room_pool(tmp_path, lookahead: int, max_lookahead: int):
+    """A RayPool over one RoomActor instead of an evaluator."""
+    from search.evaluate.ray_pool import RayPool, _Slot
+
+    class RoomPool(RayPool):
+        def __post_init__(self) -> None:
+            slot = _Slot(name="fake", actor=RoomActor.remote(), gpu=True)  # type: ignore[attr-defined]
+            self._send_ping(slot)
+            self.slots.append(slot)
+
+    return RoomPool(workdir=tmp_path, gpus=1, lookahead=lookahead, max_lookahead=max_lookahead, room_every_s=0.05)
+
+
+def settled_free(pool, want: int, timeout: float = 30.0) -> int:
+    """free_slots() once the room answers have come in (they are collected on later calls)."""
+    deadline = time.monotonic() + timeout
+    free = pool.free_slots()
+    while free != want and time.monotonic() < deadline:
+        time.sleep(0.05)
+        free = pool.free_slots()
+    return free
+
+
+def test_an_evaluator_takes_more_candidates_only_while_its_compile_cpus_have_room(local_ray, tmp_path):
+    pool = room_pool(tmp_path, lookahead=1, max_lookahead=4)
+    actor = pool.slots[0].actor
+    try:
+        assert settled_free(pool, 2) == 2  # the running one and one queued: no room reported yet
+        for cid in ("c1", "c2"):
+            pool.submit(request(cid))
+        assert pool.free_slots() == 0
+        ray.get(actor.set_room.remote(5))
+        assert settled_free(pool, 3) == 3  # room for 5 more, but at most 4 queued: 3 beyond the one
+        for cid in ("c3", "c4", "c5"):
+            assert pool.free_slots() > 0  # what the loop asks before each submit
+            pool.submit(request(cid))
+        assert pool.free_slots() == 0 and pool.inflight() == ["c1", "c2", "c3", "c4", "c5"]
+        with pytest.raises(RuntimeError):
+            pool.submit(request("c6"))
+        ray.get(actor.set_room.remote(0))  # busy compiling: back to the lookahead queue
+        time.sleep(0.3)
+        assert settled_free(pool, 0) == 0
+        assert pool._capacity(pool.slots[0]) == 5  # what it holds, no more: nothing is taken back
+        ray.get(actor.set_room.remote(1))
+        time.sleep(0.3)
+        assert settled_free(pool, 0) == 0  # room for one more, but 4 are queued: the most it takes
+        assert ray.get(actor.announced.remote()) == ["c2", "c3", "c4", "c5"]  # every queued one compiles ahead
+    finally:
+        ray.kill(actor, no_restart=True)
+
+
+def test_without_a_larger_max_the_queue_is_the_lookahead(local_ray, tmp_path):
+    pool = room_pool(tmp_path, lookahead=2, max_lookahead=0)
+    actor = pool.slots[0].actor
+    try:
+        ray.get(actor.set_room.remote(9))
+        assert settled_free(pool, 3) == 3
+        time.sleep(0.3)
+        assert pool.free_slots() == 3  # never asked: the room does not matter
+        assert pool.slots[0].room_ref is None
+    finally:
+        ray.kill(actor, no_restart=True)
