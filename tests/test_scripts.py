@@ -65,3 +65,26 @@ def test_compile_profile_counts_every_kernel_once_whatever_the_sharding(tmp_path
     assert split["processes"] == 2 and split["kernels"] == split["distinct_kernels"] >= 2
     assert whole["distinct_kernels"] == split["distinct_kernels"]
     assert split["cpu_s"] > 0 and {"ttir", "cubin"} <= set(split["stages"])
+
+
+def test_honesty_table_reads_a_second_bench_of_a_file_as_its_noise_floor(tmp_path, monkeypatch):
+    import honesty_table
+
+    seed_file = str((tmp_path / "seed.py").resolve())
+    monkeypatch.setattr(honesty_table, "seeds", lambda run_dir: [
+        {"id": "c0000002", "family": "toy", "file": seed_file, "medians": {"a-20x32-c1": 0.108, "b-640x512-c2": 10.0}}])
+
+    def bench(name: str, medians: dict[str, float]) -> Path:
+        path = tmp_path / name
+        path.write_text(json.dumps({"reports": [{"candidate": seed_file, "cases": [
+            {"name": case, "timing": {"median_ms": ms}} for case, ms in medians.items()]}]}))
+        return path
+
+    first = bench("b1.json", {"a-20x32-c1": 0.10, "b-640x512-c2": 10.5})
+    again = bench("b2.json", {"a-20x32-c1": 0.12})
+    rows = {r["case"]: r for r in honesty_table.table(tmp_path, [first, again])}
+    short, long = rows["a-20x32-c1"], rows["b-640x512-c2"]
+    assert short["bench_ms"] == 0.10 and short["diff"] == pytest.approx(0.08) and short["ok"]  # 10% bar under 0.2 ms
+    assert short["repeat_ms"] == 0.12 and short["repeat_diff"] == pytest.approx(0.20)  # bench vs bench
+    assert long["diff"] == pytest.approx(10.0 / 10.5 - 1) and not long["ok"]  # 4.8% > 3%
+    assert long["repeat_diff"] is None  # benched once
