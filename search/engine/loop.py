@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from kernels.suites import get_suite
+from kernels.suites import Case, get_suite
 from population.errors import InvalidTransition
 from population.models import Candidate, EvalResult, Origin, State
 from population.rng import rng_state_to_json
@@ -222,8 +222,8 @@ class SearchLoop:
         verify_cases = domain_cases(self.verify_cases, family) if family is not None else self.verify_cases
         bench_cases = domain_cases(self.bench_cases, family) if family is not None else self.bench_cases
         screen = None
+        best, fitness = structure_best(self.run, cand) if cand.family != BASELINE_FAMILY else (None, None)
         if ev.screen_cases and cand.origin is not Origin.SEED and cand.family != BASELINE_FAMILY:
-            best, fitness = structure_best(self.run, cand)
             screen = plan_screen(bench_cases, ev.screen_cases, ev.screen_margin, best, fitness)
         return EvalRequest(
             candidate_id=cid, family=cand.family, source=source,
@@ -232,7 +232,21 @@ class SearchLoop:
             # Profiles feed LLM prompts only: none for the reference, none while no LLM is configured.
             profile=ev.profile and self.llm is not None and cand.family != BASELINE_FAMILY,
             verify_processes=ev.verify_processes, fast_gates=ev.fast_gates, screen=screen,
-            pause_compiles=ev.pause_compiles_while_timing, reuse_processes=ev.reuse_processes)
+            pause_compiles=ev.pause_compiles_while_timing, reuse_processes=ev.reuse_processes,
+            pause_cases=self._pause_cases(cand, best, bench_cases) if ev.pause_compiles_while_timing else None)
+
+    def _pause_cases(self, cand: Candidate, best: EvalResult | None, bench_cases: list[Case]) -> list[str] | None:
+        """The bench cases to time with compiles stopped: those expected under
+        ``evaluation.pause_compiles_below_ms`` by the structure best's medians, else the family
+        champion's; a case with neither is paused too.  None (all) when nothing is known."""
+        if best is None:
+            champion = self.run.champion(cand.family)
+            best = self.run.store.evaluated_result(champion.id) if champion is not None else None
+        if best is None:
+            return None
+        expected = {o.case: o.median_ms for o in best.cases if o.median_ms}
+        below = self.config.evaluation.pause_compiles_below_ms
+        return [c.name for c in bench_cases if expected.get(c.name, 0.0) < below]
 
     def _dispatch(self) -> None:
         free = self.pool.free_slots()

@@ -36,6 +36,9 @@ class EvalRequest(BaseModel):
     fast_gates: bool = False  # bench-case gate calls checked with the fast float64 Q
     screen: ScreenPlan | None = None  # the cascade's timing screen (None: full bench at once)
     pause_compiles: bool = True  # stop compile-ahead processes while the bench stage times
+    # With pause_compiles: the bench cases timed with compiles stopped (expected launch-bound);
+    # the others are timed first, compiles going on.  None: all of them.
+    pause_cases: list[str] | None = None
     reuse_processes: bool = True  # run it in the children that ran its structure's last candidate
     dispatched_at: float | None = None  # time.time() when the pool handed it to an evaluator
     # A re-check (``qrsearch recheck``): torch.geqrf's source, timed in the candidate's bench child.

@@ -244,18 +244,22 @@ class Worker:
                 settling = time.monotonic()
                 self._settle(request.limits.startup_timeout_s)
                 extra["settle"] = extra.get("settle", 0.0) + time.monotonic() - settling
-                paused = self.ahead is not None and request.pause_compiles
-                if paused:
-                    self.ahead.pause()  # type: ignore[union-attr]
-                try:
-                    bench = run_candidate(path, bench_cases, suite=request.bench_suite, mode="bench",
-                                          device=request.device, limits=limits, policy=policy, fail_fast=True,
-                                          profile=request.profile, gate=False,
-                                          spawn=lambda: self._timing_child(structure), reference=reference,
-                                          release=keep_timing, fresh=self._fresh_timing_child)
-                finally:
+                parts: list[SuiteReport] = []
+                for cases, paused in self._timing_plan(request, bench_cases, reference is not None):
+                    if parts and not parts[-1].ok:
+                        break  # fail fast, as one call would
                     if paused:
-                        self.ahead.resume()  # type: ignore[union-attr]
+                        self.ahead.pause()  # type: ignore[union-attr]
+                    try:
+                        parts.append(run_candidate(
+                            path, cases, suite=request.bench_suite, mode="bench", device=request.device,
+                            limits=limits, policy=policy, fail_fast=True, profile=request.profile, gate=False,
+                            spawn=lambda: self._timing_child(structure), reference=reference,
+                            release=keep_timing, fresh=self._fresh_timing_child))
+                    finally:
+                        if paused:
+                            self.ahead.resume()  # type: ignore[union-attr]
+                bench = parts[0] if len(parts) == 1 else merge_reports(parts[0], parts[1], list(bench_cases))
         finally:
             for child in taken:  # not needed after all: kept ones stay kept
                 if keep is not None and child.jobs > 0 and child.proc.poll() is None:
@@ -264,6 +268,19 @@ class Worker:
                     child.close()
             self._top_up()  # the bench child's replacement (if a spare was used) starts now, after timing
         return verify, bench
+
+    def _timing_plan(self, request: EvalRequest, cases: list[Case], recheck: bool) -> list[tuple[list[Case], bool]]:
+        """(cases, compiles paused?) in the order they are timed: the cases the request expects
+        to be long first, compiles going on, then the rest with compiles stopped.  One part when
+        there is nothing to stop, nothing to tell apart, or a re-check (torch.geqrf in the same child)."""
+        if self.ahead is None or not request.pause_compiles:
+            return [(list(cases), False)]
+        if request.pause_cases is None or recheck:
+            return [(list(cases), True)]
+        quiet = set(request.pause_cases)
+        long = [c for c in cases if c.name not in quiet]
+        short = [c for c in cases if c.name in quiet]
+        return [(part, paused) for part, paused in ((long, False), (short, True)) if part] or [(list(cases), True)]
 
     def evaluate(self, request: EvalRequest) -> EvalOutcome:
         started = time.time()

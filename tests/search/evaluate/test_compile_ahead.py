@@ -411,3 +411,49 @@ def test_shards_follow_the_kernels_the_last_compile_had_to_compile_not_those_it_
         assert sched.shards_for("lookahead", shapes) == 1  # a local step's child: little to compile
     finally:
         sched.close()
+
+
+def test_a_worker_times_long_cases_with_compiles_going_and_stops_them_for_the_short_ones(tmp_path, monkeypatch):
+    import search.evaluate.worker as worker_module
+    from kernels.families import get_family
+    from kernels.suites import Case, get_suite
+    from population.models import State
+    from search.evaluate.worker import EvalRequest, Worker
+
+    cache = tmp_path / "cache"
+    compiler = FakeCompiler(delay=0.05)
+    sched = CompileAhead(cache, tmp_path / "ahead", start=compiler.start, read=compiler.read, target="t",
+                         poll_s=0.01)
+    timed: list[tuple[list[str], bool]] = []
+    real = worker_module.run_candidate
+
+    def recording(path, cases, **kw):
+        if kw.get("mode") == "bench":
+            timed.append(([c.name for c in cases], sched._paused))
+        return real(path, cases, **kw)
+
+    monkeypatch.setattr(worker_module, "run_candidate", recording)
+    worker = Worker(tmp_path / "work", {"TRITON_INTERPRET": "1", "TRITON_CACHE_DIR": str(cache)}, name="cpu0",
+                    ahead=sched)
+    family = get_family("householder_unblocked")
+    long, short = Case(batch=2, n=8, cond=1, seed=5), Case(batch=3, n=4, cond=1, seed=6)
+
+    def request(cid: str, pause_cases):
+        return EvalRequest(candidate_id=cid, family=family.name, source=family.render(family.default_params()),
+                           verify_suite="smoke", verify_cases=[c for c in get_suite("smoke") if c.n <= 2][:1],
+                           bench_suite="custom", bench_cases=[long, short], device="cpu",
+                           timing=TimingPolicy(min_reps=2, max_reps=2, max_seconds=0.1), pause_cases=pause_cases)
+
+    try:
+        out = worker.evaluate(request("c0000001", [short.name]))
+        assert out.state is State.VERIFIED, out.reason
+        assert timed == [([long.name], False), ([short.name], True)]  # long first, compiles going on
+        assert [c.case for c in out.result.cases] == [long.name, short.name]  # one result, the request's order
+        timed.clear()
+        assert worker.evaluate(request("c0000002", None)).state is State.VERIFIED
+        assert timed == [([long.name, short.name], True)]  # nothing known: every case with compiles stopped
+        timed.clear()
+        assert worker.evaluate(request("c0000003", [])).state is State.VERIFIED
+        assert timed == [([long.name, short.name], False)]  # every case expected long
+    finally:
+        worker.close()
