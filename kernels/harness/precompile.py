@@ -301,6 +301,33 @@ def _cpu_seconds() -> float:
     return time.process_time() + children.ru_utime + children.ru_stime
 
 
+def compile_request(candidate: Path, shapes: str, target: str, report_path: Path, cpus: str = "",
+                    shard: str = "0/1", nice: bool = True) -> None:
+    """What a compile process does, whole: take its CPUs (and a lower priority), compile, write
+    the report, print it, and end the process (a candidate's atexit hooks cannot change the
+    report).  Run by ``python -m kernels.harness.precompile`` and by each child of the fork
+    server (:mod:`kernels.harness.compile_server`)."""
+    started = time.perf_counter()
+    try:
+        # Before torch starts its thread pools, so that they are born on these CPUs.
+        if cpus:
+            os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+        if nice:
+            os.nice(_NICE_INCREMENT)
+        report = precompile_in_process(candidate, parse_shapes(shapes), CompileTarget.model_validate_json(target),
+                                       parse_shard(shard))
+    except Exception as exc:  # noqa: BLE001 - bad arguments still get a report
+        traceback.print_exc()
+        report = PrecompileReport(ok=False, seconds=time.perf_counter() - started, shapes=[],
+                                  kernels_compiled=0, kernels_cached=0, error=_describe(exc))
+    report = report.model_copy(update={"cpu_s": _cpu_seconds()})
+    write_report(report, report_path)
+    print(json.dumps(report.model_dump(mode="json")), flush=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kernels.harness.precompile")
     parser.add_argument("--candidate", type=Path, required=True)
@@ -310,23 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpus", default="", help="comma-separated CPU ids to run on")
     parser.add_argument("--shard", default="0/1", help="I/N: compile only shard I of N of the kernels")
     args = parser.parse_args(argv)
-    started = time.perf_counter()
-    try:
-        # Before torch is imported, so that its thread pools are born on these CPUs.
-        if args.cpus:
-            os.sched_setaffinity(0, {int(c) for c in args.cpus.split(",")})
-        os.nice(_NICE_INCREMENT)
-        report = precompile_in_process(args.candidate, parse_shapes(args.shapes),
-                                       CompileTarget.model_validate_json(args.target), parse_shard(args.shard))
-    except Exception as exc:  # noqa: BLE001 - bad arguments still get a report
-        traceback.print_exc()
-        report = PrecompileReport(ok=False, seconds=time.perf_counter() - started, shapes=[],
-                                  kernels_compiled=0, kernels_cached=0, error=_describe(exc))
-    report = report.model_copy(update={"cpu_s": _cpu_seconds()})
-    write_report(report, args.report)
-    print(json.dumps(report.model_dump(mode="json")), flush=True)
-    sys.stdout.flush()
-    os._exit(0)  # a candidate's atexit hooks cannot change the report
+    compile_request(args.candidate, args.shapes, args.target, args.report, args.cpus, args.shard)
+    return 0  # not reached
 
 
 if __name__ == "__main__":

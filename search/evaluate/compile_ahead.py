@@ -153,10 +153,15 @@ class CompileAhead:
                  start: StartFn | None = None, read: ReadFn | None = None, target: Any = None,
                  parallel: int | None = None, env_extra: Mapping[str, str] | None = None,
                  poll_s: float = 0.05, max_shards: int | None = None) -> None:
+        self._server: Any = None
         if start is None or read is None:
             from kernels.harness import precompile  # the real compiler; tests inject a fake
+            from kernels.harness.compile_server import CompileForkServer
 
-            start = start or precompile.start_precompile
+            if start is None:
+                # One process imports torch and Triton once and forks a child per compile.
+                self._server = CompileForkServer(Path(cache_dir), env_extra, cpus)
+                start = self._server.start
             read = read or precompile.read_report
             target = target if target is not None else precompile.CompileTarget()
         self._start, self._read, self._target = start, read, target
@@ -435,3 +440,5 @@ class CompileAhead:
         for job in jobs:
             for unit in job.units:
                 self._kill(unit)
+        if self._server is not None:
+            self._server.close()
