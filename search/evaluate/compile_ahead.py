@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Mapping, Sequence
 
 TRITON_CACHE = "triton-cache"
-KERNELS_PER_SHARD = 4  # a shard process starts in about 2-3 s of CPU: worth it past a few kernels
+KERNELS_PER_SHARD = 2  # a forked shard starts in about 0.1 s of CPU (a fresh interpreter took 3 s), a kernel takes 5
 
 StartFn = Callable[..., subprocess.Popen]
 ReadFn = Callable[[Path], Any]
