@@ -7,8 +7,8 @@ A search starts one such process per compile group and shard, about 230 in a 5-m
 search, and a child whose kernels are all in the cache waits for all of it: on a 2-core
 development machine such a compile took 3.4 s of CPU from a fresh interpreter and 0.13 s forked.  :class:`CompileForkServer` starts one server process instead (CUDA hidden, the
 run's Triton cache, the compile CPUs, a lower priority) that imports them once and forks a child
-per compile.  Each child is its own session (a SIGKILL or SIGSTOP of its process group reaches it
-and the ptxas it runs), takes its CPUs and runs exactly what ``python -m kernels.harness.precompile``
+per compile.  Each child is its own process group from the moment it is reported started (a
+SIGKILL or SIGSTOP of the group reaches it and the ptxas it runs), takes its CPUs and runs exactly what ``python -m kernels.harness.precompile``
 runs (:func:`~kernels.harness.precompile.compile_request`): compiles stay as isolated from each
 other as before, since every child is a fork of a process that never ran candidate code.
 
@@ -220,9 +220,9 @@ class CompileForkServer:
 
 
 def _child(request: dict[str, str]) -> None:
-    """In a forked child: a session of its own, output to the compile's log, then the compile."""
+    """In a forked child: a process group of its own, output to the compile's log, then the compile."""
     try:
-        os.setsid()
+        os.setpgid(0, 0)  # the server does it too, so the group exists before it says "started"
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         os.dup2(log, 1)
         os.dup2(log, 2)
@@ -284,7 +284,14 @@ def serve(stdin_fd: int = 0, out: IO[str] | None = None) -> int:
             continue
         data = os.read(stdin_fd, 1 << 16)
         if not data:
-            open_ = False  # the parent is done: the children running finish (their reports count)
+            # The parent is done (or died while compiles were stopped for a timing): the children
+            # finish, their kernels stay in the cache, and none is left stopped for ever.
+            open_ = False
+            for pid in children:
+                try:
+                    os.killpg(pid, signal.SIGCONT)
+                except OSError:
+                    pass
             continue
         buffer += data
         while b"\n" in buffer:
@@ -293,6 +300,10 @@ def serve(stdin_fd: int = 0, out: IO[str] | None = None) -> int:
             pid = os.fork()
             if pid == 0:
                 _child(request)
+            try:
+                os.setpgid(pid, pid)  # whichever of the two runs first makes the group
+            except OSError:
+                pass
             children.add(pid)
             out.write(f"started {request['id']} {pid}\n")
             out.flush()

@@ -39,7 +39,7 @@ def probe_candidate(tmp_path: Path, name: str = "probe.py") -> tuple[Path, Path]
         json.dump({{"cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "cache": os.environ.get("TRITON_CACHE_DIR"),
                    "secret": os.environ.get("OPENAI_API_KEY"), "extra": os.environ.get("QRSEARCH_PROBE"),
                    "cpus": sorted(os.sched_getaffinity(0)), "nice": os.nice(0), "pid": os.getpid(),
-                   "sid": os.getsid(0)}}, open({str(probe)!r}, "w"))
+                   "pgid": os.getpgid(0)}}, open({str(probe)!r}, "w"))
 
         def custom_kernel(A):
             return A, A
@@ -59,7 +59,7 @@ def test_a_forked_compile_runs_as_a_fresh_process_would(server, tmp_path, monkey
     assert seen["cuda"] == "" and seen["cache"] == str((tmp_path / "cache").resolve())
     assert seen["secret"] is None and seen["extra"] == "yes"
     assert seen["cpus"] == [cpu] and seen["nice"] > parent_nice
-    assert seen["pid"] == proc.pid and seen["sid"] == proc.pid  # its own session: a killpg reaches it all
+    assert seen["pid"] == proc.pid and seen["pgid"] == proc.pid  # its own group: a killpg reaches it all
     report = read_report(report_path)
     assert report is not None and report.ok and report.shapes == [(2, 8)] and report.cpu_s > 0
     assert "kernels_compiled" in (report_path.with_name("report.json.log")).read_text()  # its output: its log
@@ -158,3 +158,22 @@ def test_compile_ahead_compiles_through_the_fork_server_once_it_is_ready(tmp_pat
     finally:
         sched.close()
     assert not sched._server.alive
+
+
+def test_a_closed_server_lets_a_stopped_child_finish(server, tmp_path):
+    candidate = _write(tmp_path, "nap.py", '''
+        import time
+        time.sleep(2)
+
+        def custom_kernel(A):
+            return A, A
+    ''')
+    proc = server.start(candidate, [(2, 8)], cache_dir=tmp_path / "cache", target=CompileTarget(),
+                        report_path=tmp_path / "nap.json", env_extra={"QRSEARCH_PROBE": "yes"})
+    os.killpg(proc.pid, signal.SIGSTOP)  # its compiles were stopped for a timing when the parent went
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    server.close()  # the parent is done: the server continues its children and waits for them
+    assert read_report(tmp_path / "nap.json") is not None
