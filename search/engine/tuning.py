@@ -122,22 +122,11 @@ class Tuner:
 
     def ask(self, family: str, fingerprint: str, space: type[ParamSpace], parent_params: Mapping[str, Any],
             max_invalid: int = 50, parent_id: str | None = None, parent_value: float | None = None) -> Proposal:
-        """New parameters for this structure, valid in ``space`` and not evaluated before.
-
-        A new study is first told the parent's point with its measured value (``parent_value``),
-        so it knows where the known-good region is without spending an evaluation on it."""
-        study = self.study(family, fingerprint)
-        dists = distributions(space)
-        if set(dists) != set(parent_params):
-            raise TunerExhausted(f"parameters {sorted(parent_params)} do not match the space {sorted(dists)}")
-        trials = study.get_trials(deepcopy=False)
-        if not trials and parent_value is not None:
-            self._tell_seed(study, dists, parent_params, parent_id, parent_value)
-            trials = study.get_trials(deepcopy=False)
-        if self.trials_used(family, fingerprint) >= self.trials_per_structure:
-            raise TunerExhausted(f"{study.study_name} used its {self.trials_per_structure} trials")
-        seen = {_key(t.params) for t in trials if t.state != TrialState.FAIL or t.user_attrs.get(TRIAL_ATTR_CANDIDATE)}
-        evaluated = {_key(t.params): t for t in trials if TRIAL_ATTR_CANDIDATE in t.user_attrs
+        """New parameters for this structure, valid in ``space`` and not evaluated before (a new
+        study is first told the parent's point: :meth:`_open`)."""
+        study, dists, trials = self._open(family, fingerprint, space, parent_params, parent_id, parent_value)
+        seen = {point_key(t.params) for t in trials if t.state != TrialState.FAIL or t.user_attrs.get(TRIAL_ATTR_CANDIDATE)}
+        evaluated = {point_key(t.params): t for t in trials if TRIAL_ATTR_CANDIDATE in t.user_attrs
                      and TRIAL_ATTR_DUPLICATE not in t.user_attrs}
         repeats = 0
         for _ in range(max_invalid):
@@ -158,7 +147,7 @@ class Tuner:
                 trial.set_user_attr(TRIAL_ATTR_SKIPPED, "invalid: " + str(exc.errors()[0]["msg"])[:200])
                 study.tell(trial, state=TrialState.PRUNED)
                 continue
-            key = _key(params)
+            key = point_key(params)
             if key in seen:
                 # Already evaluated (or running): do not spend a GPU on it again, but tell the
                 # study what that evaluation found (or will find).
@@ -168,6 +157,25 @@ class Tuner:
             return Proposal(study=study.study_name, trial_number=trial.number, params=params, trial=trial)
         raise TunerExhausted(f"{study.study_name}: no new valid point found")
 
+    def _open(self, family: str, fingerprint: str, space: type[ParamSpace], parent_params: Mapping[str, Any],
+              parent_id: str | None, parent_value: float | None
+              ) -> tuple[optuna.Study, dict[str, BaseDistribution], list[FrozenTrial]]:
+        """The structure's study, its distributions and trials, ready for an ask: a new study is
+        first told the parent's point with its measured value (``parent_value``), so it knows
+        where the known-good region is without spending an evaluation on it.  Raises
+        :class:`TunerExhausted` when the parent's knobs are not the space's, or the budget is used."""
+        study = self.study(family, fingerprint)
+        dists = distributions(space)
+        if set(dists) != set(parent_params):
+            raise TunerExhausted(f"parameters {sorted(parent_params)} do not match the space {sorted(dists)}")
+        trials = study.get_trials(deepcopy=False)
+        if not trials and parent_value is not None:
+            self._tell_seed(study, dists, parent_params, parent_id, parent_value)
+            trials = study.get_trials(deepcopy=False)
+        if self.trials_used(family, fingerprint) >= self.trials_per_structure:
+            raise TunerExhausted(f"{study.study_name} used its {self.trials_per_structure} trials")
+        return study, dists, trials
+
     def ask_at(self, family: str, fingerprint: str, space: type[ParamSpace], parent_params: Mapping[str, Any],
                params: Mapping[str, Any], parent_id: str | None = None,
                parent_value: float | None = None) -> Proposal | None:
@@ -175,21 +183,14 @@ class Tuner:
         every evaluation of its structure and TPE learns from them too.  None if the point was
         asked before (evaluated, running or skipped); :class:`TunerExhausted` when the
         structure's trial budget is used."""
-        study = self.study(family, fingerprint)
-        dists = distributions(space)
-        if set(dists) != set(params) or set(dists) != set(parent_params):
+        study, dists, trials = self._open(family, fingerprint, space, parent_params, parent_id, parent_value)
+        if set(dists) != set(params):
             raise TunerExhausted(f"parameters {sorted(params)} do not match the space {sorted(dists)}")
-        trials = study.get_trials(deepcopy=False)
-        if not trials and parent_value is not None:
-            self._tell_seed(study, dists, parent_params, parent_id, parent_value)
-            trials = study.get_trials(deepcopy=False)
-        if self.trials_used(family, fingerprint) >= self.trials_per_structure:
-            raise TunerExhausted(f"{study.study_name} used its {self.trials_per_structure} trials")
-        if _key(params) in {_key(t.params) for t in trials}:
+        if point_key(params) in {point_key(t.params) for t in trials}:
             return None
         study.enqueue_trial(dict(params))
         trial = study.ask(dists)
-        if _key(trial.params) != _key(params):  # another enqueued point came first: give it back
+        if point_key(trial.params) != point_key(params):  # another enqueued point came first: give it back
             trial.set_user_attr(TRIAL_ATTR_SKIPPED, "not the enqueued point")
             study.tell(trial, state=TrialState.PRUNED)
             return None
@@ -197,7 +198,7 @@ class Tuner:
 
     def asked(self, family: str, fingerprint: str) -> set[tuple]:
         """The points this structure's study holds (any state), as :func:`point_key` keys."""
-        return {_key(t.params) for t in self.study(family, fingerprint).get_trials(deepcopy=False)}
+        return {point_key(t.params) for t in self.study(family, fingerprint).get_trials(deepcopy=False)}
 
     def _unseen_point(self, space: type[ParamSpace], seen: set[tuple], salt: int) -> dict[str, Any] | None:
         rng = random.Random(self.seed * 7_919 + salt)
@@ -206,7 +207,7 @@ class Tuner:
                 params = space.sample(rng).as_params()
             except Exception:
                 return None
-            if _key(params) not in seen:
+            if point_key(params) not in seen:
                 return params
         return None
 
@@ -309,8 +310,6 @@ def _evaluated(trial: FrozenTrial) -> bool:
     return TRIAL_ATTR_CANDIDATE in attrs and TRIAL_ATTR_SEED not in attrs and TRIAL_ATTR_DUPLICATE not in attrs
 
 
-def _key(params: Mapping[str, Any]) -> tuple:
+def point_key(params: Mapping[str, Any]) -> tuple:
+    """How the tuner tells one point from another (operators that pick points use it too)."""
     return tuple(sorted((k, repr(v)) for k, v in params.items()))
-
-
-point_key = _key  # how the tuner tells one point from another (operators that pick points use it)
