@@ -91,8 +91,8 @@ class _Unit:
 
     shapes: list[tuple[int, int]]
     report_path: Path
-    shard: tuple[int, int] = (0, 1)
-    group: int = 0  # 0: what the evaluation needs first; 1: the rest of a screened child's sizes  # (index, count) of the processes that share this group's kernels
+    shard: tuple[int, int] = (0, 1)  # (index, count) of the processes that share this group's kernels
+    group: int = 0  # 0: what the evaluation needs first; 1: the rest of a screened child's sizes
     proc: subprocess.Popen | None = None
     started: float | None = None
     finished: float | None = None
@@ -180,7 +180,7 @@ class CompileAhead:
         self._seq = 0
         self.env_extra = dict(env_extra or {})
         self._jobs: dict[str, _Compile] = {}
-        self._order: list[str] = []  # candidates in announcement order (one waited for moves first)
+        self._order: list[str] = []  # candidates in announcement order
         self._lock = threading.Lock()
         self._poll_s = poll_s
         self._closed = threading.Event()
@@ -339,9 +339,7 @@ class CompileAhead:
                 return AheadResult(state="unknown")
             units = [u for u in job.units if u.needed_for(sizes)]
             late = not any(u.started is not None or u.finished is not None for u in units)
-            job.urgent = True
-            self._order.remove(candidate_id)
-            self._order.insert(0, candidate_id)
+            job.urgent = True  # its units start before anyone else's
             self._pump_locked()
         deadline = began + timeout
         while True:
