@@ -24,6 +24,16 @@ def ready(server: CompileForkServer, timeout: float = 120.0) -> CompileForkServe
     return server
 
 
+def stopped(pid: int, timeout: float = 10.0) -> bool:
+    """Whether the process is stopped once the signal has arrived (signals arrive asynchronously)."""
+    deadline = time.monotonic() + timeout
+    while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 @pytest.fixture
 def server(tmp_path, monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
@@ -104,10 +114,7 @@ def test_a_forked_compile_can_be_stopped_continued_and_killed(server, tmp_path):
                         report_path=tmp_path / "slow.json", env_extra={"QRSEARCH_PROBE": "yes"})
     assert proc.poll() is None
     os.killpg(proc.pid, signal.SIGSTOP)  # what CompileAhead.pause does
-    deadline = time.monotonic() + 10
-    while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    assert stopped(proc.pid)
     os.killpg(proc.pid, signal.SIGCONT)
     os.killpg(proc.pid, signal.SIGKILL)
     assert proc.wait(timeout=30) == -signal.SIGKILL and read_report(tmp_path / "slow.json") is None
@@ -171,9 +178,6 @@ def test_a_closed_server_lets_a_stopped_child_finish(server, tmp_path):
     proc = server.start(candidate, [(2, 8)], cache_dir=tmp_path / "cache", target=CompileTarget(),
                         report_path=tmp_path / "nap.json", env_extra={"QRSEARCH_PROBE": "yes"})
     os.killpg(proc.pid, signal.SIGSTOP)  # its compiles were stopped for a timing when the parent went
-    deadline = time.monotonic() + 10
-    while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    assert stopped(proc.pid)
     server.close()  # the parent is done: the server continues its children and waits for them
     assert read_report(tmp_path / "nap.json") is not None
