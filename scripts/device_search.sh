@@ -76,9 +76,11 @@ collect() {  # collect COUNTS: status, logs, where the time went, run dirs, comp
     python3 -m search status "runs/gpu$g" --json > "$OUT/status$g.json" 2>&1
     python3 scripts/run_timeline.py "runs/gpu$g" --json "runs/gpu$g/timeline.json" > "$OUT/timeline$g.txt" 2>&1
   done
-  honesty "${counts##* }"
+  # The run dirs first: if the device time runs out during the benches below, they still come back.
   tar --exclude='work' --exclude='triton-cache' --exclude='seeds' -czf "$OUT/runs.tgz" \
       $(for g in $counts; do echo runs/gpu$g; done)
+  honesty "${counts##* }"
+  cp "runs/gpu${counts##* }/honesty.json" "$OUT/" 2>/dev/null
   local last=runs/gpu${counts##* }
   if python3 -m search export "$last" --composite -o "$OUT/composite.py" > "$OUT/export_verify.txt" 2>&1; then
     python3 -m search verify "$OUT/composite.py" --suite qrv2-tests >> "$OUT/export_verify.txt" 2>&1
