@@ -53,17 +53,21 @@ honesty() {  # honesty G: a standalone `qrsearch bench` of each seed file on the
   local run=runs/gpu$1 i=0 file cases family short
   rm -f "$STATE"/bench_seed*.json "$STATE"/bench_repeat*.json
   python3 scripts/honesty_table.py plan "$run" > "$STATE/seeds.txt"
+  # The standalone benches run on the CPUs the search's timing child ran on (evaluator 0's slice).
+  local cpus
+  cpus=$(python3 -c "import os; from search.evaluate.compile_ahead import split_cpus
+print(','.join(map(str, sorted(split_cpus(sorted(os.sched_getaffinity(0)), 0, 1)[0]))))")
   while read -r file cases family short; do
     i=$((i + 1))
     TRITON_CACHE_DIR=$PWD/$run/triton-cache python3 -m search bench "$file" --suite qrv2-bench --no-baseline \
-        --cases "$cases" --json "$STATE/bench_seed$i.json" > "$STATE/bench_seed$i.txt" 2>&1 || echo "bench of $family: exit $?"
+        --cpus "$cpus" --cases "$cases" --json "$STATE/bench_seed$i.json" > "$STATE/bench_seed$i.txt" 2>&1 || echo "bench of $family: exit $?"
   done < "$STATE/seeds.txt"
   # The noise floor: the launch-bound cases (under 1 ms) of each seed benched a second time.
   while read -r file cases family short; do
     [ "$short" = "-" ] && continue
     i=$((i + 1))
     TRITON_CACHE_DIR=$PWD/$run/triton-cache python3 -m search bench "$file" --suite qrv2-bench --no-baseline \
-        --cases "$short" --json "$STATE/bench_repeat$i.json" > "$STATE/bench_repeat$i.txt" 2>&1 || echo "repeat of $family: exit $?"
+        --cpus "$cpus" --cases "$short" --json "$STATE/bench_repeat$i.json" > "$STATE/bench_repeat$i.txt" 2>&1 || echo "repeat of $family: exit $?"
   done < "$STATE/seeds.txt"
   { cat "$STATE/seeds.txt"; python3 scripts/honesty_table.py table "$run" "$STATE"/bench_seed*.json "$STATE"/bench_repeat*.json \
       --json "$run/honesty.json"; } > "$OUT/honesty.txt" 2>&1

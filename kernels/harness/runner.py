@@ -95,6 +95,14 @@ class ChildProcess:
             return False
         return True
 
+    @classmethod
+    def pinned(cls, cpus: frozenset[int] | None, env: dict[str, str] | None = None) -> "ChildProcess":
+        """A child restricted to ``cpus`` from its start (threads it makes later inherit them)."""
+        child = cls(env=env)
+        if cpus:
+            child.pin(cpus)
+        return child
+
     def submit(self, job_path: Path) -> None:
         assert self.proc.stdin is not None
         self.jobs += 1

@@ -19,7 +19,7 @@ from kernels.floors import floors
 from kernels.harness.settings import RunLimits, TimingPolicy
 from kernels.suites import get_suite, suite_names
 from population.outcomes import CaseStatus
-from search.cli.checks import positive
+from search.cli.checks import cpu_set, parse_cpus, positive
 from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, speedup as fmt_speedup
 
 if TYPE_CHECKING:  # the harness imports torch: loaded by the commands that run it, not by ``qrsearch status``
@@ -81,8 +81,10 @@ DEFAULT_LIMITS = RunLimits()
 
 
 def _run(file: Path, suite: str, mode: str, timeout: float, keep_going: bool, profile: bool,
-         device: str, label: str, only: Optional[str] = None) -> SuiteReport:
-    from kernels.harness.runner import run_candidate
+         device: str, label: str, only: Optional[str] = None, cpus: Optional[str] = None) -> SuiteReport:
+    from kernels.harness.runner import ChildProcess, run_candidate
+
+    pinned = parse_cpus(cpus) if cpus else None
 
     interpret_on_cpu(device)
     cases = get_suite(suite)
@@ -99,6 +101,7 @@ def _run(file: Path, suite: str, mode: str, timeout: float, keep_going: bool, pr
             file, cases, suite=suite, mode=mode, profile=profile, device=device, keep_going=keep_going,
             limits=RunLimits(case_timeout_s=timeout), policy=TimingPolicy(),
             on_case=lambda i, r: progress.advance(task),
+            spawn=lambda: ChildProcess.pinned(pinned), fresh=lambda: ChildProcess.pinned(pinned),
         )
 
 
@@ -197,6 +200,9 @@ def bench_command(
     device: str = typer.Option("auto", help="auto, cpu or cuda"),
     cases: Optional[str] = typer.Option(None, "--cases", help="only these cases of the suite (comma-separated "
                                         "names, e.g. a family's domain as the search timed it)"),
+    cpus: Optional[str] = typer.Option(None, "--cpus", callback=cpu_set, help="run the timing process on these "
+                                       "CPUs only, as the search does (one GPU: the first eighth of the host's "
+                                       "CPUs, 0,1 of 16)"),
 ) -> None:
     """Verify, then time candidates against torch.geqrf (exit 1 if any case fails, timing included).
 
@@ -207,7 +213,7 @@ def bench_command(
     all_ok = True
     for file in files:
         report = _run(file, suite, "bench", timeout, keep_going, profile, device, f"benchmarking {file.name}",
-                      only=cases)
+                      only=cases, cpus=cpus)
         failure = _load_failure(report)
         if failure:
             err_console.print(f"[red]error:[/] {file}: {failure}")

@@ -188,10 +188,7 @@ class Worker:
 
     def _fresh_timing_child(self) -> ChildProcess:
         """A new pinned child for a case re-run after it failed in a reused one."""
-        child = ChildProcess(env=self.env)
-        if self.timing_cpus:
-            child.pin(self.timing_cpus)
-        return child
+        return ChildProcess.pinned(self.timing_cpus, env=self.env)
 
     def _wait_compile(self, request: EvalRequest, sizes: set[int] | None, extra: dict[str, float],
                       ahead: dict[str, float]) -> None:

@@ -173,3 +173,24 @@ def test_ungated_bench_verifies_every_output_and_keeps_the_evidence():
     report = run("stale_when_timed", mode="bench", cases=SMALL[:1], gate=False,
                  policy=TimingPolicy(warmup_calls=1, min_reps=5, max_reps=5, max_seconds=1.0))
     assert report.cases[0].status == "failed_verify" and "timed call" in report.cases[0].message
+
+
+def test_a_pinned_child_and_every_thread_it_starts_stay_on_its_cpus():
+    import os
+
+    from kernels.harness.runner import ChildProcess
+
+    cpu = min(os.sched_getaffinity(0))
+    child = ChildProcess.pinned(frozenset({cpu}), env=child_env())
+    try:
+        assert child.wait_warm(120)  # torch imported: its thread pools exist now
+        threads = os.listdir(f"/proc/{child.proc.pid}/task")
+        assert len(threads) >= 1
+        assert all(os.sched_getaffinity(int(t)) == {cpu} for t in threads)
+    finally:
+        child.close()
+    unpinned = ChildProcess.pinned(None, env=child_env())
+    try:
+        assert os.sched_getaffinity(unpinned.proc.pid) == os.sched_getaffinity(0)
+    finally:
+        unpinned.close()

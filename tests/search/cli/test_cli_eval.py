@@ -94,3 +94,21 @@ def test_bench_of_some_cases_times_only_those(tmp_path):
     assert [c["name"] for c in json.loads(out.read_text())["cases"]] == names
     bad = qrsearch("bench", BASELINE_PATH, "--suite", "smoke-bench", "--cases", "dense-1x1-c0")
     assert bad.returncode == 2 and "not cases of smoke-bench: dense-1x1-c0" in bad.stderr
+
+
+def test_bench_on_chosen_cpus_runs_and_bad_cpu_lists_are_usage_errors(tmp_path):
+    import os
+
+    from kernels.suites import get_suite
+
+    cpu = min(os.sched_getaffinity(0))
+    out = tmp_path / "r.json"
+    name = get_suite("smoke-bench")[0].name
+    proc = qrsearch("bench", BASELINE_PATH, "--suite", "smoke-bench", "--no-baseline", "--cases", name,
+                    "--cpus", str(cpu), "--json", out)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text())["cases"][0]["status"] == "ok"
+    for bad, needle in [("100000", "not available to this process"), ("0,x", "not a CPU list"), ("3-1", "empty")]:
+        proc = qrsearch("bench", BASELINE_PATH, "--suite", "smoke-bench", "--cpus", bad)
+        assert proc.returncode == 2 and needle in proc.stderr and "--cpus" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
