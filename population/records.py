@@ -48,6 +48,8 @@ LLM_CALL_KEY = "llm/call/{n:06d}"  # LLMCall, numbered by the llm_calls counter
 LLM_CALL_PREFIX = "llm/call/"
 LLM_STATE_KEY = "llm/budget/{model}"  # a model's streak, back-off and pause (search/engine/llm_budget.py)
 LLM_CHILD_KEY = "llm/child/{cid}"  # the model that proposed an LLM child (str)
+DUELS_KEY = "duels"  # the duels not yet judged and the last duel number (search/engine/duels.py)
+DUEL_KEY = "duel/{cid}"  # the verdict of the challenger's duel: defender, per-case ratios, holds
 FOCUS_REFERENCE_KEY = "focus/reference"  # per family: the focus reference {"candidate", "focus_ms", ...}
 # Owned by population itself, named here so that this is the whole list:
 # POPULATION_CONFIG_KEY, DISPUTED_KEY (population/run.py), CURSOR_KEY (population/events.py),
@@ -82,6 +84,8 @@ class C:
     LLM_COST_USD = "llm_cost_usd"
     RECHECKS = "rechecks"
     RECHECKS_DISPUTED = "rechecks_disputed"
+    DUELS = "duels"  # a new champion timed against the one it replaced (search/engine/duels.py)
+    DUELS_LOST = "duels_lost"
 
 
 # Per model: llm_model/<field>/<model name, may hold '/'> (search/engine/llm_budget.py owns the fields).
@@ -110,6 +114,8 @@ class RunCounters(_Record):
     llm_cost_usd: float = 0.0
     rechecks: int = 0
     rechecks_disputed: int = 0
+    duels: int = 0
+    duels_lost: int = 0
 
     @classmethod
     def of(cls, counters: Mapping[str, int | float]) -> RunCounters:
@@ -144,6 +150,7 @@ class DriverStatus(_Record):
     stop_reason: str | None = None
     human: dict[str, Any] | None = None
     focus: dict[str, Any] | None = None
+    duels: dict[str, Any] | None = None  # waiting and running duels (search/engine/duels.py)
 
     def shown_state(self, now: float) -> str:
         """The state as people should read it: a "running" status without a heartbeat for

@@ -77,6 +77,11 @@ class EvaluationConfig(_Section):
     pause_compiles_while_timing: bool = Field(
         True, description="stop the compile-ahead processes (SIGSTOP) while a candidate is timed: a busy host "
         "slowed launch-bound cases 7-22% in an H200 search; off: compiles never pause (more throughput)")
+    duel_below_ms: float = Field(
+        2.0, ge=0, description="a new champion whose domain has cases under this (its medians) is timed again "
+        "against the champion it replaced, both in one process on fresh inputs, on those cases, and keeps the "
+        "title only if the pair confirms the margin (maturation.min_improvement); launch-bound medians move "
+        "15-40% between processes on an H200, the device time under 1%. 0: no duels")
     pause_compiles_below_ms: float = Field(
         5.0, ge=0, description="with pause_compiles_while_timing, compiles stop only while cases expected to "
         "take less than this are timed (expected: the median of the candidate's structure best, else of its "

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from population.errors import RunStoreError
-from population.records import BASELINE_FAMILY, LLM_STATE_KEY
+from population.records import BASELINE_FAMILY, DUELS_KEY, LLM_STATE_KEY
 from population.store import RunStore
 from search.cli.checks import non_negative, positive
 from search.cli.human import print_human_and_focus
@@ -173,6 +173,8 @@ def run_status(run_dir: Path) -> dict[str, Any]:
         "best": best, "sessions": meta["sessions"], "stop_reason": driver.stop_reason,
         "device": baseline.device if baseline else None,
         "seconds_per_evaluation": snapshot_seconds(snap), "human": human.summary(), "focus": human.focus,
+        "duels": {"judged": counters.duels, "lost": counters.duels_lost,
+                  "pending": len((snap.get(DUELS_KEY) or {}).get("pending", []))},
     }
 
 
@@ -206,6 +208,10 @@ def status_command(
                   f"${data['llm_cost_usd']:.2f}")
     for model, row in data["llm_models"].items():
         console.print(describe_model(model, row), highlight=False)
+    duels = data["duels"]
+    if duels["judged"] or duels["pending"]:
+        console.print(f"duels: {duels['judged']} judged, {duels['lost']} lost (those challengers were disputed), "
+                      f"{duels['pending']} pending")
     print_human_and_focus(data, console)
     table = Table(title=f"best per family (torch.geqrf geomean {fmt_ms(data['baseline_geomean_ms'])} ms)",
                   title_justify="left")

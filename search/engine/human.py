@@ -139,7 +139,7 @@ class HumanChannel:
             baseline = self.loop.families[BASELINE_FAMILY].source()
             wanted = [str(c) for c in event.data.get("cases") or []]  # type: ignore[union-attr]
             request = self.loop._request(cand, self.loop.run.source(cand)).model_copy(update={
-                "candidate_id": recheck_id(cand.id, seq), "verify_cases": [], "profile": False,
+                "candidate_id": recheck_id(cand.id, seq), "verify_cases": [], "profile": False, "screen": None,
                 "bench_cases": fresh_cases(self.loop.bench_cases, wanted, seq), "reference_source": baseline})
             pool.submit(request)
             self.running[request.candidate_id] = seq
@@ -184,6 +184,15 @@ class HumanChannel:
             self.loop.enqueue(*queued, front=True)
         self.loop.log(f"recheck of {cand.id} (#{seq}): {verdict['summary']}"
                       + (f"; disputed, re-measuring as {remeasure}" if remeasure else ""))
+
+    def withdrawn(self, rid: str) -> bool:
+        """A re-check the pool handed back unstarted (the run stops): queued again (its outcome
+        stays queued in the store, so a resumed run starts it)."""
+        seq = self.running.pop(rid, None)
+        if seq is None:
+            return False
+        self.rechecks.appendleft(seq)
+        return True
 
     # --- what the loop and the prompts read ----------------------------------------------
 

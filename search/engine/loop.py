@@ -31,6 +31,7 @@ from search.config import RunConfig
 from search.engine.cascade import plan_screen, structure_best
 from search.engine.domains import domain_cases
 from search.engine.focus import Focus
+from search.engine.duels import Duels
 from search.engine.human import HumanChannel
 from search.engine.llm import LLMError, LLMPool
 from search.engine.llm_budget import DUPLICATE, LLMBudget
@@ -94,6 +95,7 @@ class SearchLoop:
         self._last_status = 0.0
         self.focus = Focus(config.focus, run, log)  # the objective of a focused run (search/engine/focus.py)
         self.human = HumanChannel(self)  # the engineer's events (search/engine/human.py)
+        self.duels = Duels(self)  # new champions timed against the ones they replaced (search/engine/duels.py)
 
     # --- state across resumes ------------------------------------------------------------
 
@@ -119,7 +121,7 @@ class SearchLoop:
     # --- the step ------------------------------------------------------------------------
 
     def step(self, timeout: float = 0.2) -> None:
-        events = self.human.intercept(self.pool.poll(timeout))
+        events = self.duels.intercept(self.human.intercept(self.pool.poll(timeout)))
         began = time.monotonic()
         self.human.poll()
         for event in events:
@@ -148,7 +150,8 @@ class SearchLoop:
             if on_tick:
                 on_tick()
             if self.stop_requested is None and not self.queue and not self.pool.inflight() and not self.human.paused \
-                    and not self.human.busy() and not self.llm_jobs and self._nothing_to_propose():
+                    and not self.human.busy() and not self.duels.busy() and not self.llm_jobs \
+                    and self._nothing_to_propose():
                 if not any(self.run.champion(f) for f in self.proposer.searchable_families()):
                     self.request_stop("no verified candidate to build on (every seed failed; see `qrsearch status`)")
                 else:
@@ -163,6 +166,8 @@ class SearchLoop:
                 job.future.cancel()
             # Requests queued behind a running one (compile-ahead lookahead) have not started: pending again.
             for cid in getattr(self.pool, "withdraw_queued", lambda: [])():
+                if self.duels.withdrawn(cid) or self.human.withdrawn(cid):
+                    continue  # kept in the store as waiting: a resumed run starts it
                 self.run.requeue(cid)
                 self.queue.done(cid)
 
@@ -195,6 +200,7 @@ class SearchLoop:
             line = f"champion of {change.family}: {change.candidate_id} ({fmt_ms(cand.fitness_ms, unit=True)}{speed})"
             self.stats.champions.append(line)
             self.log(line)
+            self.duels.consider(change)
 
     def _lost(self, event: Lost) -> None:
         self.stats.lost += 1
@@ -251,6 +257,11 @@ class SearchLoop:
     def _dispatch(self) -> None:
         free = self.pool.free_slots()
         while free > 0:
+            # A title in doubt steers every later child: its duel goes first, after what was pushed
+            # to the front (an engineer's candidate, a lost evaluation).
+            if not self.queue.urgent and self.duels.dispatch_one():
+                free -= 1
+                continue
             if not self.queue and not self._propose_now():
                 break
             if not self.queue:
@@ -421,7 +432,7 @@ class SearchLoop:
             evaluators=stats.evaluators, evaluators_ready=stats.ready,
             busy_fraction={k: round(v, 4) for k, v in stats.busy_fraction.items()},
             driver_seconds=round(self.stats.driver_s, 3), stop_reason=self.stop_requested,
-            human=self.human.status(), focus=self.focus.status())
+            human=self.human.status(), focus=self.focus.status(), duels=self.duels.status())
 
     def write_status(self, state: str = "running", every_s: float = 2.0) -> None:
         now = time.monotonic()

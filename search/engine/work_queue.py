@@ -22,6 +22,7 @@ class Queued(NamedTuple):
 class WorkQueue:
     def __init__(self) -> None:
         self.pending: collections.deque[Queued] = collections.deque()
+        self.urgent = 0  # the leading pending items that were pushed to the front (they go before duels)
         self.sent: dict[str, Queued] = {}  # submitted to the pool, by id: what a tell or a loss needs of it
 
     def __len__(self) -> int:
@@ -34,10 +35,12 @@ class WorkQueue:
         """Queue a pending candidate; ``front``: the next free evaluator takes it."""
         if front:
             self.pending.appendleft(Queued(cand, source))
+            self.urgent += 1
         else:
             self.pending.append(Queued(cand, source))
 
     def pop(self) -> Queued:
+        self.urgent = max(0, self.urgent - 1)
         return self.pending.popleft()
 
     def submitted(self, cand: Candidate, source: str) -> None:

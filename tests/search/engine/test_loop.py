@@ -202,7 +202,14 @@ def test_resume_after_an_abrupt_stop_continues_exactly(tmp_path, families):
         loop.step()
     loop.pool._flight and None
     # Simulate a kill: work in flight stays "running" in the store; nothing else is written.
-    inflight = set(pool.inflight())
+    from search.engine.duels import is_duel_id
+    from population.records import DUELS_KEY
+
+    duels = {cid for cid in pool.inflight() if is_duel_id(cid)}  # a duel in flight is kept as pending
+    inflight = set(pool.inflight()) - duels
+    pending_duels = {f"{d['challenger']}:duel:{d['seq']}" for d in loop.run.store.get_json(DUELS_KEY)["pending"]} \
+        if duels else set()
+    assert pending_duels >= duels
     done_before = int(loop.run.store.counter("gpu_evaluations"))
     fp = structure_fingerprint(TOY_SOURCE)
     trials_before = loop.tuner.trials_used("toy", fp)
@@ -217,6 +224,8 @@ def test_resume_after_an_abrupt_stop_continues_exactly(tmp_path, families):
     assert all(store.get_candidate(cid).state.is_terminal for cid in inflight)  # re-queued and finished
     assert store.check_consistency(deep=True) == []
     assert loop2.tuner.trials_used("toy", fp) > trials_before  # the same study, continued
+    assert not loop2.duels.running and all(f"duel/{cid.partition(':')[0]}" in store.kv_items()
+                                            for cid in duels)  # the resumed run judged the duels in flight
     ids = [c.id for c in store.list_candidates()]
     assert len(ids) == len(set(ids))
 

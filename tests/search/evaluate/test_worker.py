@@ -175,3 +175,21 @@ def test_children_of_one_structure_share_processes_and_a_crash_blames_only_its_c
         assert other.state is State.VERIFIED and w.reused == reused + 2  # another structure: its own processes
     finally:
         w.close()
+
+
+def test_a_duel_times_the_defender_in_the_challengers_process_and_a_broken_defender_decides_nothing(worker):
+    """What search/engine/duels.py asks of an evaluator: no verify cases, the defender as the
+    reference; every case comes back with both medians, or without the defender's when it fails."""
+    from population.models import State
+    from search.engine.duels import judge
+
+    source = BASELINE_PATH.read_text()
+    duel = request(source, candidate_id="c0000002:duel:1", verify_cases=[], reference_source=source)
+    out = worker.evaluate(duel)
+    assert out.state is State.VERIFIED, out.reason
+    assert len(out.result.cases) == 2
+    assert all(c.median_ms and c.baseline_ms and c.baseline_ms > 0 for c in out.result.cases)
+    broken = (CANDIDATES / "raises.py").read_text()
+    out = worker.evaluate(request(source, candidate_id="c0000002:duel:2", verify_cases=[], reference_source=broken))
+    assert out.state is State.VERIFIED and all(c.baseline_ms is None for c in out.result.cases)
+    assert judge(out.result, out.result, out.state, out.result, margin=0.01)["holds"] is None
