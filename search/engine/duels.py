@@ -11,7 +11,8 @@ keeps the title only if its geomean over the domain, with the paired ratios in p
 short cases' recorded ones, beats the defender's by more than ``maturation.min_improvement``.
 
 A challenger that does not confirm is disputed (never crowned again; the title goes to the
-fastest undisputed member), and whoever holds the title then faces the same defender in turn.
+fastest undisputed member), and whoever holds the title then faces the same defender in turn
+if its record claims to beat it.
 Duels go to the next free evaluator before new candidates (after an engineer's); they are not evaluations (neither
 counted nor told to Optuna); and they stay in the store until judged, so a resumed run
 finishes them.
@@ -204,8 +205,12 @@ class Duels:
         changes = self._record(duel, verdict)
         for change in changes:
             self.loop.log(f"champion of {change.family}: {change.candidate_id} ({duel.challenger} lost a duel)")
-        holder = self.loop.run.champion(duel.family)
-        if verdict["holds"] is False and holder is not None:
+        # Whoever holds the title now faces the same defender, if its record claims to beat it (a
+        # title handed on to a slower member claims nothing).
+        holder, defender = self.loop.run.champion(duel.family), self.store.find_candidate(duel.defender)
+        if verdict["holds"] is False and holder is not None and defender is not None \
+                and holder.fitness_ms is not None and defender.fitness_ms is not None \
+                and holder.fitness_ms < defender.fitness_ms * (1.0 - self.margin):
             self._queue(duel.family, holder.id, duel.defender)
 
     def _record(self, duel: Duel, verdict: dict[str, Any]) -> list[ChampionChange]:

@@ -137,6 +137,9 @@ def test_lucky_champions_lose_their_duels_and_true_ones_keep_the_title(tmp_path,
     sources = {c.id: loop.run.source(c) for c in store.list_candidates()}
     margin = cfg.maturation.min_improvement
     for challenger, verdict in verdicts.items():
+        # Only a record that claims to beat the defender by the margin is put to a duel.
+        claimed = store.get_candidate(challenger).fitness_ms
+        assert claimed < store.get_candidate(verdict["defender"]).fitness_ms * (1 - margin)
         truly_faster = true_ms(sources[challenger]) < true_ms(sources[verdict["defender"]]) * (1 - margin)
         assert verdict["holds"] is truly_faster, (challenger, verdict)
     lost = {c for c, v in verdicts.items() if v["holds"] is False}

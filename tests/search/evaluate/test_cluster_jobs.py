@@ -68,12 +68,25 @@ def _stop_own_nodes(marker: str) -> None:
             time.sleep(0.2)
 
 
+WORKER_PORTS = 41  # per node: --min-worker-port .. --max-worker-port
+
+
+def _worker_port_base(taken: set[int], span: int) -> int:
+    """The first port of ``span`` consecutive ones that hold none of ``taken`` (Ray refuses a
+    worker range that overlaps a node's other ports)."""
+    for _ in range(100):
+        base = _free_ports(1)[0]
+        if base + span < 65536 and not any(base <= p < base + span for p in taken):
+            return base
+    raise RuntimeError("no free port range for the Ray workers")
+
+
 def _node_ports(ports: list[int]) -> list[str]:
     manager, objects, agent, agent_grpc, metrics, runtime_env, worker_lo = ports
     return [f"--node-manager-port={manager}", f"--object-manager-port={objects}",
             f"--dashboard-agent-listen-port={agent}", f"--dashboard-agent-grpc-port={agent_grpc}",
             f"--metrics-export-port={metrics}", f"--runtime-env-agent-port={runtime_env}",
-            f"--min-worker-port={worker_lo}", f"--max-worker-port={worker_lo + 40}"]
+            f"--min-worker-port={worker_lo}", f"--max-worker-port={worker_lo + WORKER_PORTS - 1}"]
 
 
 @pytest.fixture
@@ -85,9 +98,11 @@ def cluster(tmp_path):
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16),
            "RAY_USAGE_STATS_ENABLED": "0", "RAY_ADDRESS": ""}
     env.pop("RAY_ADDRESS")
-    gcs, dashboard, client, *rest = _free_ports(3 + 13)
-    # The two nodes' worker port ranges follow each other, so they never overlap.
-    head_ports, worker_ports = rest[:7], [*rest[7:], rest[6] + 41]
+    singles = _free_ports(3 + 12)
+    gcs, dashboard, client, *rest = singles
+    # The two nodes' worker port ranges follow each other, clear of every other port.
+    base = _worker_port_base(set(singles), 2 * WORKER_PORTS)
+    head_ports, worker_ports = [*rest[:6], base], [*rest[6:], base + WORKER_PORTS]
     common = ["--node-ip-address=127.0.0.1", f"--temp-dir={temp}", "--disable-usage-stats"]
     try:
         subprocess.run([str(RAY), "start", "--head", f"--port={gcs}", "--include-dashboard=true",
