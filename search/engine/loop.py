@@ -5,7 +5,8 @@ Each :meth:`SearchLoop.step`:
      maturation, migration) and to Optuna, one store commit each;
   2. re-queues work an evaluator lost (a dead actor or node blames nobody);
   3. turns finished LLM calls into children (or rejected edits, with the reason);
-  4. fills every free evaluator from the pending queue (candidates with their sources),
+  4. fills every free evaluator: a new champion's duel first (search/engine/duels.py), then
+     the pending queue (candidates with their sources),
      topping it up with the immediate operators' children (Optuna step, parameter
      crossover; see search/engine/operators) so that no GPU waits on an LLM call;
   5. keeps the LLM operators' calls in flight (up to the configured concurrency) for later.
