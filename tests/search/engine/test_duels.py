@@ -89,6 +89,16 @@ def make_loop(cfg, families, pool, max_evals=60, run=None):
     return loop
 
 
+def step_until_a_duel_runs(loop: SearchLoop, pool: FakePool) -> str:
+    """Step the loop until a duel is in flight on the pool; its evaluation id."""
+    for _ in range(200):
+        loop.step(timeout=0)
+        duel = next((cid for cid in pool.inflight() if is_duel_id(cid)), None)
+        if duel:
+            return duel
+    raise AssertionError("no duel was dispatched")
+
+
 # --- the verdict ---------------------------------------------------------------------------
 
 
@@ -180,12 +190,7 @@ def test_a_duel_in_flight_when_the_driver_dies_is_judged_after_resume(tmp_path, 
     pool.size = 1
     loop = make_loop(cfg, families, pool, max_evals=40)
     loop.start()
-    for _ in range(200):
-        loop.step(timeout=0)
-        duel = next((cid for cid in pool.inflight() if is_duel_id(cid)), None)
-        if duel:
-            break
-    assert duel, "no duel was dispatched"
+    duel = step_until_a_duel_runs(loop, pool)
     loop.run.close()  # killed: the duel's request never comes back
     run = Run.open(cfg.run_dir)
     challenger = duel.partition(":")[0]
@@ -241,12 +246,7 @@ def test_a_duel_the_pool_hands_back_at_stop_waits_for_the_resume(tmp_path, famil
     pool.size = 1
     loop = make_loop(cfg, families, pool)
     loop.start()
-    for _ in range(200):
-        loop.step(timeout=0)
-        duel = next((cid for cid in pool.inflight() if is_duel_id(cid)), None)
-        if duel:
-            break
-    assert duel, "no duel was dispatched"
+    duel = step_until_a_duel_runs(loop, pool)
     loop.request_stop("time budget reached")  # a candidate's id would be re-queued; a duel's is not one
     assert loop.finished and [f"{d.challenger}:duel:{d.seq}" for d in loop.duels.waiting] == [duel]
     assert [d["challenger"] for d in loop.run.store.get_json(DUELS_KEY)["pending"]] == [duel.partition(":")[0]]
