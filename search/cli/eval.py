@@ -219,7 +219,7 @@ def bench_command(
             err_console.print(f"[red]error:[/] {file}: {failure}")
         reports.append(report)
         all_ok = all_ok and report.ok
-    base = _baseline(suite, baseline, baseline_json, timeout, device)
+    base = _baseline(suite, baseline, baseline_json, timeout, device, cpus)
     if base is not None:
         reports = [r.with_baseline(base) for r in reports]
     for report in reports:
@@ -251,7 +251,8 @@ def _cpu_note(report: SuiteReport) -> str:
     return "" if gpu or not any(c.timing for c in report.cases) else " (CPU: not a speed measurement)"
 
 
-def _baseline(suite: str, enabled: bool, saved: Optional[Path], timeout: float, device: str) -> SuiteReport | None:
+def _baseline(suite: str, enabled: bool, saved: Optional[Path], timeout: float, device: str,
+              cpus: Optional[str] = None) -> SuiteReport | None:
     from kernels.harness.results import SuiteReport
 
     if saved is not None:
@@ -263,7 +264,8 @@ def _baseline(suite: str, enabled: bool, saved: Optional[Path], timeout: float, 
         return report
     if not enabled:
         return None
-    return _run(BASELINE_PATH, suite, "bench", max(timeout, 600.0), True, False, device, "timing torch.geqrf")
+    return _run(BASELINE_PATH, suite, "bench", max(timeout, 600.0), True, False, device, "timing torch.geqrf",
+                cpus=cpus)
 
 
 def composite_report(reports: list[SuiteReport]) -> SuiteReport:
