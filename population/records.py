@@ -150,7 +150,6 @@ class DriverStatus(_Record):
     stop_reason: str | None = None
     human: dict[str, Any] | None = None
     focus: dict[str, Any] | None = None
-    duels: dict[str, Any] | None = None  # waiting and running duels (search/engine/duels.py)
 
     def shown_state(self, now: float) -> str:
         """The state as people should read it: a "running" status without a heartbeat for

@@ -30,7 +30,7 @@ from population.family import ChampionChange
 from population.models import EvalResult, State
 from population.records import DUEL_KEY, DUELS_KEY, C
 from search.evaluate.messages import EvalOutcome, EvalRequest
-from search.evaluate.pool import Completed, Lost, PoolEvent
+from search.evaluate.pool import Lost, PoolEvent, event_id
 from search.evaluate.recheck import fresh_cases
 from search.speedup import BASELINE_FAMILY
 
@@ -173,7 +173,7 @@ class Duels:
         """Take the duels' results out of the pool's events; the rest go to the loop."""
         rest: list[PoolEvent] = []
         for ev in events:
-            rid = ev.outcome.candidate_id if isinstance(ev, Completed) else ev.candidate_id
+            rid = event_id(ev)
             duel = self.running.pop(rid, None)
             if duel is None:
                 rest.append(ev)
@@ -227,6 +227,3 @@ class Duels:
 
     def busy(self) -> bool:
         return bool(self.waiting or self.running)
-
-    def status(self) -> dict[str, Any]:
-        return {"waiting": len(self.waiting), "running": len(self.running)}

@@ -24,7 +24,7 @@ from population.events import (CURSOR_KEY, EventKind, EventOutcome, HumanEvent, 
                                is_paused, notes_by_candidate, outcome_key)
 from population.models import Candidate, NewCandidate, Origin, State
 from population.records import C
-from search.evaluate.pool import Completed, Lost, PoolEvent
+from search.evaluate.pool import Completed, Lost, PoolEvent, event_id
 from search.evaluate.recheck import compare, fresh_cases, parse_recheck_id, recheck_id
 from search.speedup import BASELINE_FAMILY
 
@@ -149,7 +149,7 @@ class HumanChannel:
         """Take the re-checks' results out of the pool's events; the rest go to the loop."""
         rest: list[PoolEvent] = []
         for ev in events:
-            rid = ev.outcome.candidate_id if isinstance(ev, Completed) else ev.candidate_id
+            rid = event_id(ev)
             if parse_recheck_id(rid) is None:
                 rest.append(ev)
             elif isinstance(ev, Lost):

@@ -433,7 +433,7 @@ class SearchLoop:
             evaluators=stats.evaluators, evaluators_ready=stats.ready,
             busy_fraction={k: round(v, 4) for k, v in stats.busy_fraction.items()},
             driver_seconds=round(self.stats.driver_s, 3), stop_reason=self.stop_requested,
-            human=self.human.status(), focus=self.focus.status(), duels=self.duels.status())
+            human=self.human.status(), focus=self.focus.status())
 
     def write_status(self, state: str = "running", every_s: float = 2.0) -> None:
         now = time.monotonic()

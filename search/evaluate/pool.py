@@ -25,6 +25,11 @@ class Lost:
 PoolEvent = Union[Completed, Lost]
 
 
+def event_id(event: PoolEvent) -> str:
+    """The evaluation id an event is about (a candidate's, a re-check's or a duel's)."""
+    return event.outcome.candidate_id if isinstance(event, Completed) else event.candidate_id
+
+
 @dataclass(frozen=True)
 class PoolStats:
     evaluators: int

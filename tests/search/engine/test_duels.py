@@ -16,7 +16,7 @@ from population.models import CaseOutcome, CaseStatus, EvalResult, Origin, State
 from population.records import DUEL_KEY, DUELS_KEY
 from population.run import Run
 from search.config import EvaluationConfig, FamilySpec, MaturationSettings, MutationMix, RunConfig
-from search.engine.duels import is_duel_id, judge, short_cases
+from search.engine.duels import duel_id, is_duel_id, judge, short_cases
 from search.engine.loop import SearchLoop
 from search.engine.tuning import Tuner
 from search.evaluate.driver import create_run
@@ -229,9 +229,10 @@ def test_an_engineers_candidate_goes_before_a_waiting_duel_and_the_duel_before_n
     loop.enqueue(added, source, front=True)
     loop._dispatch()
     assert pool.submitted[-1] == added.id and [d.challenger for d in loop.duels.waiting] == [b.id]
+    waiting = loop.duels.waiting[0]
     pool.size += 1  # the next free evaluator: the duel, before any new child
     loop._dispatch()
-    assert pool.submitted[-1] == f"{b.id}:duel:{loop.duels.seq}" and not loop.duels.waiting
+    assert pool.submitted[-1] == duel_id(waiting) and not loop.duels.waiting
 
 
 def test_a_duel_the_pool_hands_back_at_stop_waits_for_the_resume(tmp_path, families):
@@ -248,5 +249,5 @@ def test_a_duel_the_pool_hands_back_at_stop_waits_for_the_resume(tmp_path, famil
     loop.start()
     duel = step_until_a_duel_runs(loop, pool)
     loop.request_stop("time budget reached")  # a candidate's id would be re-queued; a duel's is not one
-    assert loop.finished and [f"{d.challenger}:duel:{d.seq}" for d in loop.duels.waiting] == [duel]
+    assert loop.finished and [duel_id(d) for d in loop.duels.waiting] == [duel]
     assert [d["challenger"] for d in loop.run.store.get_json(DUELS_KEY)["pending"]] == [duel.partition(":")[0]]

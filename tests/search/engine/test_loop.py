@@ -202,12 +202,12 @@ def test_resume_after_an_abrupt_stop_continues_exactly(tmp_path, families):
         loop.step()
     loop.pool._flight and None
     # Simulate a kill: work in flight stays "running" in the store; nothing else is written.
-    from search.engine.duels import is_duel_id
+    from search.engine.duels import Duel, duel_id, is_duel_id
     from population.records import DUELS_KEY
 
     duels = {cid for cid in pool.inflight() if is_duel_id(cid)}  # a duel in flight is kept as pending
     inflight = set(pool.inflight()) - duels
-    pending_duels = {f"{d['challenger']}:duel:{d['seq']}" for d in loop.run.store.get_json(DUELS_KEY)["pending"]} \
+    pending_duels = {duel_id(Duel.model_validate(d)) for d in loop.run.store.get_json(DUELS_KEY)["pending"]} \
         if duels else set()
     assert pending_duels >= duels
     done_before = int(loop.run.store.counter("gpu_evaluations"))
