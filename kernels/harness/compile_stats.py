@@ -6,6 +6,8 @@ Every kernel the JIT does not already hold in memory goes through
 reports each of those outcomes to ``triton.knobs.compilation.listener`` with a
 ``cache_hit`` flag; the counter below sits on that hook.  Launches served from
 the JIT's in-memory cache never reach ``compile`` and are counted as neither.
+CUDA C++ that a candidate builds with ``load_inline`` is counted the same way
+(:func:`count_extension_builds`): a build is a compile, a library already on disk a hit.
 """
 
 from __future__ import annotations
@@ -95,3 +97,67 @@ def kernel_label(src: Any) -> str:
         if isinstance(index, int) and 0 <= index < len(arg_names) and value is not None:
             parts.append(f"{arg_names[index]}={value}")
     return f"{name}({', '.join(parts)})"[:300] if parts else name
+
+
+# Where a candidate builds CUDA C++ (torch.utils.cpp_extension.load_inline) instead of, or beside,
+# Triton kernels: what its source says it uses, so that processes of other candidates never import
+# cpp_extension (it pulls in setuptools) just to watch for builds.
+BUILDS_CUDA_MARKER = "cpp_extension"
+
+
+def builds_cuda(source: str) -> bool:
+    return BUILDS_CUDA_MARKER in source
+
+
+def count_extension_builds(counter: CompileCounter, launch: bool = True) -> Callable[[], None]:
+    """Count ``torch.utils.cpp_extension.load_inline`` builds in ``counter`` too: a build is a
+    compile (labelled ``cuda:<extension name>``, with its seconds), an extension whose library is
+    already in the build directory (``TORCH_EXTENSIONS_DIR``) a cache hit.  With ``launch=False``
+    (a compile-only process, which has no device) the built module's functions return None
+    instead of launching.  Returns the function that undoes the patch."""
+    import os
+    import time
+
+    from torch.utils import cpp_extension
+
+    original = cpp_extension.load_inline
+
+    def load_inline(*args: Any, **kwargs: Any) -> Any:
+        name = str(kwargs.get("name", args[0] if args else "extension"))
+        try:
+            directory = kwargs.get("build_directory") or cpp_extension._get_build_directory(name, False)
+            cached = os.path.exists(os.path.join(directory, f"{name}.so"))
+        except Exception:  # a torch without the helper: count it as a build
+            cached = False
+        started = time.perf_counter()
+        module = original(*args, **kwargs)
+        if cached:
+            counter.cache_hits += 1
+        else:
+            counter.compiled += 1
+            counter.compiled_names.append(f"cuda:{name}")
+            seconds = time.perf_counter() - started
+            counter.compile_seconds.append(seconds)
+            counter.stage_seconds["nvcc"] = counter.stage_seconds.get("nvcc", 0.0) + seconds
+        return module if launch else _NoLaunch(module)
+
+    cpp_extension.load_inline = load_inline  # type: ignore[assignment]
+
+    def undo() -> None:
+        if cpp_extension.load_inline is load_inline:
+            cpp_extension.load_inline = original  # type: ignore[assignment]
+
+    return undo
+
+
+class _NoLaunch:
+    """A built extension whose functions do nothing: the compile-only process has built (or
+    found) the library, and there is no device to launch its kernels on."""
+
+    def __init__(self, module: Any) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str) -> Any:
+        if not callable(getattr(self._module, name)):
+            return getattr(self._module, name)
+        return lambda *args, **kwargs: None

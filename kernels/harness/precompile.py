@@ -19,7 +19,10 @@ calls the candidate's ``custom_kernel`` once per shape on fake CUDA tensors
 The JIT's key is then the one the real child computes (same source and starting
 line, argument specialisation, options, target, Triton build and knobs), so the
 child's launches load the kernels from the cache instead of compiling them.  A
-failure is never fatal: the child compiles what is missing as before.
+candidate that builds CUDA C++ with ``torch.utils.cpp_extension.load_inline`` builds it
+here for real into the run's ``TORCH_EXTENSIONS_DIR`` (nvcc needs no device), and the built
+module's functions then do nothing (:func:`~kernels.harness.compile_stats.count_extension_builds`).
+A failure is never fatal: the child compiles what is missing as before.
 """
 
 from __future__ import annotations
@@ -267,9 +270,15 @@ def precompile_in_process(candidate: Path, shapes: Sequence[tuple[int, int]],
         from torch._subclasses.fake_tensor import FakeTensorMode
 
         from kernels.candidate import load_candidate
-        from kernels.harness.compile_stats import install_compile_counter
+        from kernels.harness.compile_stats import builds_cuda, count_extension_builds, install_compile_counter
 
         counter = install_compile_counter()
+        undo_builds = None
+        path = Path(candidate)
+        if path.is_file() and builds_cuda(path.read_text(encoding="utf-8", errors="replace")):
+            # CUDA C++ builds for real (nvcc needs no device; the family asks the patched
+            # get_device_capability for its target), then its functions launch nothing.
+            undo_builds = count_extension_builds(counter, launch=False)
         try:
             with compile_only(target, shard):
                 kernel = load_candidate(candidate)
@@ -282,6 +291,8 @@ def precompile_in_process(candidate: Path, shapes: Sequence[tuple[int, int]],
                         errors.append(f"{batch}x{n}: {_describe(exc)}")
         finally:
             counter.remove()
+            if undo_builds is not None:
+                undo_builds()
     except BaseException as exc:  # noqa: BLE001 - SystemExit from a candidate's import included
         errors.append(_describe(exc))
     return PrecompileReport(

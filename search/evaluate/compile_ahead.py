@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection, Mapping, Sequence
 
 TRITON_CACHE = "triton-cache"
+TORCH_EXTENSIONS = "torch-extensions"  # CUDA C++ candidates' builds (load_inline), by source hash
 KERNELS_PER_SHARD = 2  # a forked shard starts in about 0.1 s of CPU (a fresh interpreter took 3 s), a kernel takes 5
 
 StartFn = Callable[..., subprocess.Popen]
@@ -57,8 +58,10 @@ def run_cache_dir(run_dir: Path) -> Path:
 
 
 def evaluator_env(run_dir: Path, interpret: bool) -> dict[str, str]:
-    """Environment the evaluators' children get on top of the screened one."""
-    env = {"TRITON_CACHE_DIR": str(run_cache_dir(run_dir))}
+    """Environment the evaluators' children get on top of the screened one: the run's own
+    Triton cache and CUDA C++ build directory (both under the run, so a resume finds them)."""
+    env = {"TRITON_CACHE_DIR": str(run_cache_dir(run_dir)),
+           "TORCH_EXTENSIONS_DIR": str((Path(run_dir) / TORCH_EXTENSIONS).resolve())}
     if interpret:
         env["TRITON_INTERPRET"] = "1"  # no GPU: run Triton kernels in the interpreter
     return env

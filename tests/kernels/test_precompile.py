@@ -325,3 +325,54 @@ def test_the_gpu_child_hits_the_cache_a_cuda_hidden_precompile_filled(tmp_path, 
     assert run.returncode == 0, run.stderr[-2000:]
     seen = json.loads(run.stdout.strip().splitlines()[-1])
     assert (seen["compiled"], seen["cache_hits"]) == (0, report.kernels_compiled)
+
+
+CUDA_EXTENSION_CANDIDATE = '''
+import torch
+
+
+def custom_kernel(A):
+    from torch.utils.cpp_extension import load_inline
+
+    major, minor = torch.cuda.get_device_capability(A.device)
+    arch = "%d%d" % (major, minor)
+    ext = load_inline(name="toy_ext_" + arch, cpp_sources="", cuda_sources="", functions=["qr"],
+                      extra_cuda_cflags=["-gencode=arch=compute_%s,code=sm_%s" % (arch, arch)])
+    return ext.qr(A, 4)
+'''
+
+
+@isolated
+def test_a_cuda_extension_is_built_for_the_target_and_never_launched(tmp_path, clean_env):
+    """A candidate that builds CUDA C++ with load_inline: the compile-only process builds it for
+    the evaluator's target (here a fake load_inline records the build), its functions launch
+    nothing there, the build counts as a compile, and one already on disk as a cache hit."""
+    from torch.utils import cpp_extension
+
+    builds: list[tuple[str, list[str]]] = []
+
+    class Built:
+        @staticmethod
+        def qr(*args):
+            raise AssertionError("a compile-only process launched the extension")
+
+    def fake_load_inline(name, **kwargs):
+        builds.append((name, kwargs["extra_cuda_cflags"]))
+        return Built()
+
+    clean_env.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    clean_env.setattr(cpp_extension, "load_inline", fake_load_inline)
+    candidate = _write(tmp_path, "cuda_cand.py", CUDA_EXTENSION_CANDIDATE)
+    target = CompileTarget(arch=90, sm_count=132)
+    first = precompile_in_process(candidate, [(2, 32), (4, 64)], target)
+    assert first.ok, first.error
+    assert builds and all(name == "toy_ext_90" for name, _ in builds)
+    assert builds[0][1] == ["-gencode=arch=compute_90,code=sm_90"]
+    assert first.kernels_compiled == 2 and first.kernels_cached == 0  # the fake leaves no library behind
+    assert [name for name, _ in first.kernel_seconds] == ["cuda:toy_ext_90"] * 2
+    assert "nvcc" in first.stage_seconds
+    assert cpp_extension.load_inline is fake_load_inline  # the counting wrapper is gone again
+    library = Path(cpp_extension._get_build_directory("toy_ext_90", False)) / "toy_ext_90.so"
+    library.write_bytes(b"built")
+    second = precompile_in_process(candidate, [(2, 32)], target)
+    assert second.ok and second.kernels_compiled == 0 and second.kernels_cached == 1

@@ -111,7 +111,7 @@ def test_split_cpus_keeps_timing_and_compiling_apart():
         split_cpus([], 0, 1)
 
 
-def test_the_runs_triton_cache_survives_resume(tmp_path, monkeypatch):
+def test_the_runs_triton_cache_and_cuda_builds_survive_resume(tmp_path, monkeypatch):
     import kernels.families
 
     from search.evaluate.driver import create_run, open_run
@@ -124,13 +124,18 @@ def test_the_runs_triton_cache_survives_resume(tmp_path, monkeypatch):
     env = evaluator_env(config.run_dir, interpret=False)
     cache = Path(env["TRITON_CACHE_DIR"])
     assert cache == run_cache_dir(config.run_dir) and cache.is_relative_to(config.run_dir.resolve())
+    builds = Path(env["TORCH_EXTENSIONS_DIR"])
+    assert builds.is_relative_to(config.run_dir.resolve()) and builds != cache
     cache.mkdir(parents=True)
     (cache / "kernel.cubin").write_bytes(b"compiled")
+    (builds / "qr_ext").mkdir(parents=True)
+    (builds / "qr_ext" / "qr_ext.so").write_bytes(b"built")
     run.close()
     _, reopened = open_run(config.run_dir)
     reopened.close()
     assert evaluator_env(config.run_dir, interpret=True) == {**env, "TRITON_INTERPRET": "1"}
     assert (cache / "kernel.cubin").read_bytes() == b"compiled"
+    assert (builds / "qr_ext" / "qr_ext.so").read_bytes() == b"built"
 
 
 def test_a_worker_compiles_announced_candidates_ahead_under_the_interpreter(tmp_path, monkeypatch):
