@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from kernels.params import ParamSpace, render_params
-from kernels.families.spaces import BlockedWYSpace, EmptySpace, HouseholderUnblockedSpace, LookaheadSplitSpace
+from kernels.families.spaces import (
+    BlockedWYSpace,
+    CudaBlockedSpace,
+    CudaOnchipSpace,
+    EmptySpace,
+    HouseholderUnblockedSpace,
+    LookaheadSplitSpace,
+)
 
 FAMILIES_DIR = Path(__file__).resolve().parent
 BASELINE_PATH = FAMILIES_DIR / "torch_geqrf.py"
@@ -35,7 +42,11 @@ class RegisteredFamily:
     else, a family's islands and champion in a search; class names are unique across the packages).
 
     ``n_range`` is a hint of the sizes where the family is meant to win
-    (inclusive); the file itself is correct for every n.
+    (inclusive); the file itself is correct for every n.  ``language`` is what its kernels
+    are written in: ``"triton"`` and ``"torch"`` files run anywhere (Triton in the interpreter on
+    CPU), ``"cuda"`` files
+    build CUDA C++ with ``torch.utils.cpp_extension.load_inline`` and need nvcc and a GPU
+    (without CUDA they call torch.geqrf, so a CPU-only search leaves them out).
     """
 
     name: str
@@ -44,6 +55,11 @@ class RegisteredFamily:
     description: str
     n_range: tuple[int, int]
     baseline: bool = False
+    language: str = "triton"
+
+    @property
+    def needs_cuda(self) -> bool:
+        return self.language == "cuda"
 
     @property
     def path(self) -> Path:
@@ -81,6 +97,7 @@ _FAMILY_LIST = (
         ),
         n_range=(1, 1 << 30),
         baseline=True,
+        language="torch",
     ),
     RegisteredFamily(
         name="householder_unblocked",
@@ -133,13 +150,67 @@ _FAMILY_LIST = (
             "than split_rows is split by rows over panel_programs cooperating programs (all resident: "
             "programs × batch ≤ SMs) that meet at a flag barrier in global memory once per column, exchanging "
             "partial x_tailᵀX, the pivot row and scaled partial norms; shorter panels are one program with "
-            "[BM, SB] register sub-panels. T comes from G = VᵀV and the slarft recurrence. It should win for "
-            "large n and small batches (n ≥ 352; 60×1024, 8×2048, 2×4096) and also leads at 640×512 on an "
-            "H200: 40×352 in 0.81 ms (49x), 640×512 in 10.2 ms (98x), 60×1024 in 6.7 ms (34x), 8×2048 in "
-            "11.3 ms (6.4x), 2×4096 in 26.5 ms (1.7x, was 46 ms with one program per panel). At 2×4096 the "
-            "cooperative panel chain (~14.6 ms) and the updates now share the time."
+            "[BM, SB] register sub-panels. T comes from G = VᵀV and the slarft recurrence. The defaults run "
+            "W = VᵀC and the update on tensor cores at FP32 accuracy (tf32x3; plain tf32 fails the residual "
+            "gate). It should win for large n and small batches (n ≥ 352; 60×1024, 8×2048, 2×4096). With the "
+            "defaults on an H200: 40×352 in 0.71-0.94 ms, 640×512 in 8.5-8.9 ms, 60×1024 in 6.1-6.5 ms, "
+            "8×2048 in 11.3-11.7 ms, 2×4096 in 25.0 ms (1.8x). At 2×4096 the cooperative panel chain "
+            "(~14.6 ms) and the updates share the time."
         ),
         n_range=(352, 1 << 30),
+    ),
+    RegisteredFamily(
+        name="cuda_onchip",
+        filename="cuda_onchip.py",
+        space=CudaOnchipSpace,
+        description=(
+            "CUDA C++ (torch.utils.cpp_extension.load_inline): one thread block per matrix holds the whole "
+            "matrix in registers, row i on lane i%32 of every warp and a block of CPW consecutive columns on "
+            "each warp, and runs column-by-column Householder in exact FP32. Every reduction a column needs "
+            "(its norm; vᵀA_j for each column the reflector touches) is a warp shuffle, and a warp reduces all "
+            "its columns in one straight-line butterfly (each level's shuffles back to back, so their "
+            "latencies overlap); the only block-wide step per column is one __syncthreads that publishes v in "
+            "shared memory (double buffered); warps whose columns are finished skip the rest; the warp owning "
+            "column c+1 applies reflector c to it first and builds reflector c+1 while the other warps still "
+            "apply reflector c (look-ahead of one column). LAPACK slarfg reflectors with max-abs rescaling when "
+            "squares under- or overflow. The host does one pybind call that allocates H and tau and launches "
+            "one kernel, so a call costs a few microseconds of host time where a Triton launch's Python path "
+            "costs tens: it should win at small n (20x32, 40x176) where launch overhead and the serial chain "
+            "of n reflectors dominate. Register tiles bound it to n <= 192 (32 rows per register slot, at most "
+            "6 slots); warps per size class are the knobs; above max_n the file calls torch.geqrf. Measured in "
+            "an H200 search: 20x32 in 0.049-0.058 ms (householder_unblocked 0.096-0.134), 40x176 in 0.30-0.35 "
+            "ms (blocked_wy 0.37-0.41)."
+        ),
+        n_range=(1, 192),
+        language="cuda",
+    ),
+    RegisteredFamily(
+        name="cuda_blocked",
+        filename="cuda_blocked.py",
+        space=CudaBlockedSpace,
+        description=(
+            "Blocked Householder QR: each nb-column panel (rows k..n) is factored by a CUDA C++ kernel "
+            "(load_inline), one thread block per matrix, the panel loaded coalesced through shared memory "
+            "into registers with row i on lane i%32 and column j on warp j%W, so each column costs warp "
+            "shuffles (all of a warp's columns in one straight-line butterfly) and one __syncthreads (v "
+            "published in shared memory, look-ahead of one column); the same dots give G = VᵀV, each thread "
+            "builds one row of T (LAPACK slarft), and the kernel writes the panel of H, tau, explicit Vᵀ and T "
+            "into windows of its block's buffers. Panels are grouped into blocks of block_* columns: a block "
+            "is split in halves down to panels, each left half's reflector applied to its right half and the "
+            "halves' T merged ([[T1, -T1·V1ᵀV2·T2], [0, T2]]); then the rest of the matrix gets the block's "
+            "update C -= V·(Tᵀ·(VᵀC)), three cuBLAS FP32 GEMMs through torch.bmm / baddbmm_ in place on the "
+            "view H[:, k:, k+block:] (exact FP32: torch keeps TF32 off; K = block width, so wider blocks mean "
+            "fewer passes over the matrix). Optionally the whole factorisation of a shape is captured once "
+            "as a CUDA graph and replayed (graph), removing per-panel host launches. Panels hold at most 1024 "
+            "rows (nb 64 up to 512 rows, 32 or 16 up to 1024). It should win at "
+            "moderate and large n with enough matrices to fill the GPU (640x512, 60x1024) and at 40x352; "
+            "above max_n the file calls torch.geqrf (panels up to 4096 rows, 8 columns wide, exist but were "
+            "not yet measured on a GPU). Measured in an H200 search: 640x512 in 8.2-9.0 ms (lookahead_split "
+            "8.7-8.9), 60x1024 in 7.4-7.6 ms, 40x352 in about 1.0 ms; the FP32 cuBLAS update runs at 11-42 "
+            "TFLOP/s there, and the panel kernel is the part still to profile."
+        ),
+        n_range=(256, 1024),
+        language="cuda",
     ),
 )
 

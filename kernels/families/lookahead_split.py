@@ -33,7 +33,7 @@ import triton.language as tl
 # qrsearch: params
 PARAMS = {
     'nb': 32,
-    'bn': 128,
+    'bn': 64,
     'bn_coop': 64,
     'rb': 64,
     'rb_panel': 64,
@@ -45,14 +45,14 @@ PARAMS = {
     'warps_split': 4,
     'warps_n_le512': 4,
     'stages_n_le512': 1,
-    'panel_elems': 32768,
-    'bm_min': 64,
+    'panel_elems': 16384,
+    'bm_min': 128,
     'warps_bm_le256': 4,
-    'warps_bm_le1024': 8,
+    'warps_bm_le1024': 4,
     'warps_bm_gt1024': 16,
-    'prec_w': 'ieee',
+    'prec_w': 'tf32x3',
     'prec_t': 'ieee',
-    'prec_u': 'ieee',
+    'prec_u': 'tf32x3',
     'prec_g': 'ieee',
 }
 # qrsearch: end params

@@ -69,21 +69,21 @@ class BlockedWYSpace(ParamSpace):
     warps_le512: Annotated[int, Choice(4, 8, 16)] = 8
     warps_le1024: Annotated[int, Choice(8, 16, 32)] = 16
     warps_gt1024: Annotated[int, Choice(8, 16, 32)] = 16
-    maxnreg_le256: Annotated[int, Choice(0, 96, 128, 168, 255)] = 0
+    maxnreg_le256: Annotated[int, Choice(0, 96, 128, 168, 255)] = 168
     maxnreg_le512: Annotated[int, Choice(0, 96, 128, 168, 255)] = 128
     maxnreg_le1024: Annotated[int, Choice(0, 64, 96, 128)] = 0
-    maxnreg_gt1024: Annotated[int, Choice(0, 64, 96, 128)] = 0
-    leaf: Annotated[int, Choice(16, 32, 64)] = 16
+    maxnreg_gt1024: Annotated[int, Choice(0, 64, 96, 128)] = 128
+    leaf: Annotated[int, Choice(16, 32, 64)] = 64
     bn: Annotated[int, Choice(16, 32, 64, 128)] = 64
     rb: Annotated[int, Choice(16, 32, 64, 128)] = 64
     stages: Annotated[int, Choice(1, 2, 3)] = 1
     shrink: Annotated[int, Choice(0, 1, 2)] = 1
-    join_reduce: bool = True
+    join_reduce: bool = False
     prec_w: Precision = "ieee"
     prec_t: Precision = "ieee"
     prec_u: Precision = "ieee"
     prec_g: Precision = "ieee"
-    max_n: Annotated[int, Choice(1024, 2048)] = 2048
+    max_n: Annotated[int, Choice(1024, 2048)] = 1024
 
     @model_validator(mode="after")
     def _fits_one_sm(self) -> "BlockedWYSpace":
@@ -109,7 +109,7 @@ class LookaheadSplitSpace(ParamSpace):
     off below 4 programs) with ``warps_split`` warps; one precision per GEMM."""
 
     nb: Annotated[int, Choice(16, 32)] = 32
-    bn: Annotated[int, Choice(32, 64, 128)] = 128
+    bn: Annotated[int, Choice(32, 64, 128)] = 64
     bn_coop: Annotated[int, Choice(32, 64, 128)] = 64
     rb: Annotated[int, Choice(32, 64, 128)] = 64
     rb_panel: Annotated[int, Choice(32, 64, 128, 256)] = 64
@@ -121,14 +121,14 @@ class LookaheadSplitSpace(ParamSpace):
     warps_split: Annotated[int, Choice(2, 4, 8)] = 4
     warps_n_le512: Annotated[int, Choice(0, 4, 8)] = 4
     stages_n_le512: Annotated[int, Choice(1, 2, 3)] = 1
-    panel_elems: Annotated[int, Choice(16384, 32768)] = 32768
-    bm_min: Annotated[int, Choice(32, 64, 128)] = 64
+    panel_elems: Annotated[int, Choice(16384, 32768)] = 16384
+    bm_min: Annotated[int, Choice(32, 64, 128)] = 128
     warps_bm_le256: Annotated[int, Choice(2, 4, 8)] = 4
-    warps_bm_le1024: Annotated[int, Choice(4, 8, 16)] = 8
+    warps_bm_le1024: Annotated[int, Choice(4, 8, 16)] = 4
     warps_bm_gt1024: Annotated[int, Choice(8, 16, 32)] = 16
-    prec_w: Precision = "ieee"
+    prec_w: Precision = "tf32x3"
     prec_t: Precision = "ieee"
-    prec_u: Precision = "ieee"
+    prec_u: Precision = "tf32x3"
     prec_g: Precision = "ieee"
 
     @model_validator(mode="after")
@@ -138,4 +138,48 @@ class LookaheadSplitSpace(ParamSpace):
             raise ValueError("update tiles × pipeline stages exceed shared memory")
         if stages * self.rb_panel * 2 * self.nb * 4 > SHARED_BYTES_PER_BLOCK * 3 // 4:
             raise ValueError("panel row chunks × pipeline stages exceed shared memory")
+        return self
+
+
+class CudaOnchipSpace(ParamSpace):
+    """cuda_onchip: warps per block for each size class of n (n ≤ 32, 64, ..., 192: 32·RPL rows,
+    RPL register slots per lane); each class offers the warp counts whose register tile fits
+    (warps × 32 threads × the tile's registers within one SM's 64K); above ``max_n`` the file
+    calls torch.geqrf."""
+
+    max_n: Annotated[int, Choice(32, 64, 128, 192)] = 192
+    warps_32: Annotated[int, Choice(1, 2, 4)] = 4
+    warps_64: Annotated[int, Choice(2, 4, 8)] = 4
+    warps_96: Annotated[int, Choice(4, 8, 16)] = 8
+    warps_128: Annotated[int, Choice(8, 16, 32)] = 16
+    warps_160: Annotated[int, Choice(16, 32)] = 16
+    warps_192: Annotated[int, Choice(16, 32)] = 32
+
+
+class CudaBlockedSpace(ParamSpace):
+    """cuda_blocked: for n ≤ 512, ≤ 1024 and above, the panel width the CUDA kernel factors
+    (``nb_*``; 8 above 2048 rows) and the block width (``block_*``, a multiple of it: the
+    trailing update's K; a block is split in halves down to panels, each half's reflector
+    applied to the other by GEMMs); the warps of a 32-wide panel (16 warps of two columns or
+    32 of one; panels of more than 512 rows always use 16); whether one shape's factorisation
+    is captured once as a CUDA graph and replayed (always, or above n = 1024 only); and
+    ``max_n`` above which the file calls torch.geqrf."""
+
+    max_n: Annotated[int, Choice(512, 1024, 2048, 4096)] = 1024
+    nb_le512: Annotated[int, Choice(16, 32, 64)] = 64
+    block_le512: Annotated[int, Choice(16, 32, 64, 128, 256)] = 128
+    nb_le1024: Annotated[int, Choice(16, 32)] = 32
+    block_le1024: Annotated[int, Choice(16, 32, 64, 128, 256)] = 64
+    nb_le2048: Annotated[int, Choice(8, 16)] = 16
+    block_gt1024: Annotated[int, Choice(32, 64, 128, 256)] = 128
+    warps_nb32: Annotated[int, Choice(16, 32)] = 16
+    graph: bool = False
+    graph_gt1024: bool = True
+
+    @model_validator(mode="after")
+    def _blocks_hold_whole_panels(self) -> "CudaBlockedSpace":
+        for nb, block, where in ((self.nb_le512, self.block_le512, "le512"),
+                                 (self.nb_le1024, self.block_le1024, "le1024")):
+            if block < nb or block % nb:
+                raise ValueError(f"block_{where}={block} is not a multiple of nb_{where}={nb}")
         return self

@@ -420,25 +420,33 @@ def test_composite_routes_shapes_and_falls_back(built):
 
 def test_composite_of_triton_families_runs_in_the_interpreter(monkeypatch, tmp_path):
     """The real Triton families, renamed into one module: @triton.jit kernels calling each other
-    by their new names still compile and give a correct QR (Triton's interpreter on CPU)."""
+    by their new names still compile and give a correct QR (Triton's interpreter on CPU).  The
+    CUDA C++ families sit beside them (without CUDA they call torch.geqrf): their CUDA source
+    strings keep their text, so the composite builds the very extensions the family files do."""
     from kernels.candidate import load_candidate, materialize
     from kernels.inputs import generate_input
     from kernels.families import FAMILIES_DIR
     from kernels.verify import verify_qr
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    names = {"c1": "torch_geqrf", "c2": "householder_unblocked", "c3": "blocked_wy", "c4": "lookahead_split"}
+    names = {"c1": "torch_geqrf", "c2": "householder_unblocked", "c3": "blocked_wy", "c4": "lookahead_split",
+             "c5": "cuda_onchip", "c6": "cuda_blocked"}
     sources = {cid: (FAMILIES_DIR / f"{name}.py").read_text() for cid, name in names.items()}
     routes = [Route(batch=3, n=8, candidate="c2", family=names["c2"], geomean_ms=1, baseline_ms=2, cases=["a"]),
               Route(batch=2, n=32, candidate="c3", family=names["c3"], geomean_ms=1, baseline_ms=2, cases=["b"]),
-              Route(batch=2, n=24, candidate="c4", family=names["c4"], geomean_ms=1, baseline_ms=2, cases=["c"])]
+              Route(batch=2, n=24, candidate="c4", family=names["c4"], geomean_ms=1, baseline_ms=2, cases=["c"]),
+              Route(batch=2, n=16, candidate="c5", family=names["c5"], geomean_ms=1, baseline_ms=2, cases=["d"]),
+              Route(batch=3, n=40, candidate="c6", family=names["c6"], geomean_ms=1, baseline_ms=2, cases=["e"])]
     plan = Plan(routes=routes, fallback="c1", fallback_family="torch_geqrf", fallback_ms=1, kernels=list(names))
     text = compose(plan, sources, "test composite")
     assert screen_source(text) == []
     assert text.count("@triton.jit") == sum(s.count("@triton.jit") for s in sources.values())
     kernel = load_candidate(materialize(text, tmp_path))
     module = kernel.__globals__
-    for batch, n, cid in [(3, 8, "c2"), (2, 32, "c3"), (2, 24, "c4"), (2, 5, "c1")]:
+    family_modules = {cid: load_candidate(FAMILIES_DIR / f"{names[cid]}.py").__globals__ for cid in ("c5", "c6")}
+    for cid, family in family_modules.items():
+        assert module[f"_CUDA_SOURCE_{cid}"] == family["_CUDA_SOURCE"]
+    for batch, n, cid in [(3, 8, "c2"), (2, 32, "c3"), (2, 24, "c4"), (2, 16, "c5"), (3, 40, "c6"), (2, 5, "c1")]:
         A = generate_input(batch, n, 1.0, 7, "dense")
         assert module["route"](A) == cid
         result = verify_qr(A, kernel(A.clone()), A)

@@ -1,0 +1,536 @@
+"""cuda_blocked: blocked Householder QR whose panels are a CUDA C++ kernel (built with
+torch.utils.cpp_extension.load_inline) and whose trailing updates are cuBLAS FP32 GEMMs
+through torch.bmm, so the update runs at cuBLAS's SGEMM rate rather than a hand-written
+dot's.  Exact FP32 throughout (torch's default keeps TF32 off for matmuls).
+
+For each panel of nb columns (rows k..n), one thread block per matrix loads the panel
+into registers through shared memory (coalesced), with row i on lane i % 32 of every warp
+and column j on warp j % W, so every reduction a column needs is a warp shuffle and each
+column costs one __syncthreads (the reflector v is published in shared memory, double
+buffered; the warp owning column c+1 builds reflector c+1 while the others still apply
+reflector c; all of a warp's columns are reduced in one straight-line butterfly).  The
+same dots give G = VᵀV one column at a time (the new reflector with the warp's finished
+columns), then each thread builds one row of T by LAPACK's slarft recurrence.  The kernel
+writes the panel of H, tau, Vᵀ (explicit, zeros above the diagonal and ones on it) and T,
+into windows of its block's buffers.  Panels are grouped into blocks (PARAMS block_*): a
+block is split in halves down to panels, the left half's reflector applied to the right
+half and the two T merged, T = [[T1, -T1 V1ᵀV2 T2], [0, T2]].  Then, for the rest of the
+matrix C = H[:, k:, k+block:], with K = the block width:
+
+    W = Vᵀ C     (torch.bmm)      W = Tᵀ W     (torch.bmm)      C -= V W     (baddbmm_, in place)
+
+Reflectors follow LAPACK slarfg (beta = -sign(alpha)·‖x‖, tau = 0 for a zero tail), the
+norm rescaled by max|x| when its square would under- or overflow.  With
+PARAMS["graph"] the whole factorisation of one shape is captured once as a CUDA graph
+and replayed (input copied in, outputs cloned out), which removes the host's launch
+work (a few launches per panel) from every later call.
+
+Panels of up to 512 rows are 64 columns wide (PARAMS), up to 1024 rows 32 or 16, up to 2048
+rows 16 or 8, up to 4096 rows 8: a block's registers hold the panel.  Above
+PARAMS["max_n"] (or without CUDA) the file calls torch.geqrf.  Above n = 1024 the
+factorisation is a few thousand launches, so it is replayed as a CUDA graph
+(PARAMS["graph_gt1024"]).  The build is cached by a hash of the source and target in
+TORCH_EXTENSIONS_DIR (first call on a new source: about a minute of nvcc).
+"""
+
+import hashlib
+
+import torch
+
+# qrsearch: params
+PARAMS = {
+    'max_n': 1024,
+    'nb_le512': 64,
+    'block_le512': 128,
+    'nb_le1024': 32,
+    'block_le1024': 64,
+    'nb_le2048': 16,
+    'block_gt1024': 128,
+    'warps_nb32': 16,
+    'graph': False,
+    'graph_gt1024': True,
+}
+# qrsearch: end params
+
+# Device code (CUDA runtime only: it compiles without torch's headers).
+_DEVICE_SOURCE = r"""
+
+constexpr unsigned FULL = 0xffffffffu;
+
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(FULL, x, o);
+    return x;
+}
+
+__device__ __forceinline__ float warp_max(float x) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(FULL, x, o));
+    return x;
+}
+
+// The published reflector as this lane sees it (its rows lane + 32 s) is either copied into
+// a register array (float[RPL]) or, where the panel's own registers need them all (32 rows
+// per lane), read from shared memory through this view.  (A struct holding the array made the
+// compiler keep it in local memory.)
+struct SharedReflector {
+    const float* p;  // vbuf + lane: element s is at p[32 s]
+    __device__ __forceinline__ float operator[](int s) const { return p[32 * s]; }
+};
+
+// d[t] = vᵀ reg[t] for every column this warp holds, all reduced together.  Straight-line on
+// purpose: each butterfly level issues every column's shuffle back to back, so their
+// latencies overlap (a branch per column made the compiler run them one after the other).
+// For a finished column (j < c) the dot is G[j][c] = v_jᵀ v_c (its rows from c on hold v_j);
+// for a column right of c it is what the reflector needs.  Rows above c hold v = 0.
+template <int RPL, int CPW, class V>
+__device__ __forceinline__ void dots(const float (&reg)[CPW][RPL], const V& v, float (&d)[CPW]) {
+#pragma unroll
+    for (int t = 0; t < CPW; ++t) {
+        float x = 0.f;
+#pragma unroll
+        for (int s = 0; s < RPL; ++s) x = fmaf(v[s], reg[t][s], x);
+        d[t] = x;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+        for (int t = 0; t < CPW; ++t) d[t] += __shfl_xor_sync(FULL, d[t], o);
+}
+
+// col <- col - f v: the reflector applied once its dot is known (f = 0 leaves col as it is).
+template <int RPL, class V>
+__device__ __forceinline__ void update(float (&col)[RPL], const V& v, float f) {
+#pragma unroll
+    for (int s = 0; s < RPL; ++s) col[s] = fmaf(-f, v[s], col[s]);
+}
+
+// Reflector of panel column c (rows c..m-1, held by this warp): publish v and tau, and
+// leave the column as H holds it (beta on the diagonal, v below).
+template <int RPL>
+__device__ __forceinline__ void reflect(float (&col)[RPL], int c, int m, int lane, float* vout, float* tauout,
+                                        float* tau_all) {
+    float tail2 = 0.f, mine = 0.f;
+#pragma unroll
+    for (int s = 0; s < RPL; ++s) {
+        const int i = lane + 32 * s;
+        if (i > c && i < m) tail2 = fmaf(col[s], col[s], tail2);
+        // Arithmetic, not a select: the compiler turned "s == c / 32 ? col[s]" into an indexed
+        // load and moved the column to local memory for it.
+        mine = fmaf(col[s], s == (c >> 5) ? 1.f : 0.f, mine);
+    }
+    tail2 = warp_sum(tail2);
+    const float alpha = __shfl_sync(FULL, mine, c & 31);
+    float nrm = sqrtf(alpha * alpha + tail2);
+    bool has = tail2 > 0.f;
+    if (tail2 < 1e-30f || tail2 > 1e30f || fabsf(alpha) > 1e15f) {  // rare, and warp-uniform
+        float amax = 0.f;
+#pragma unroll
+        for (int s = 0; s < RPL; ++s) {
+            const int i = lane + 32 * s;
+            if (i > c && i < m) amax = fmaxf(amax, fabsf(col[s]));
+        }
+        amax = warp_max(amax);
+        has = amax > 0.f;
+        if (has) {
+            const float scale = 1.f / amax;
+            float t2 = 0.f;
+#pragma unroll
+            for (int s = 0; s < RPL; ++s) {
+                const int i = lane + 32 * s;
+                if (i > c && i < m) {
+                    const float y = col[s] * scale;
+                    t2 = fmaf(y, y, t2);
+                }
+            }
+            t2 = warp_sum(t2);
+            const float as = alpha * scale;
+            nrm = amax * sqrtf(as * as + t2);
+        } else {
+            nrm = fabsf(alpha);
+        }
+    }
+    const float beta = alpha >= 0.f ? -nrm : nrm;
+    const float tau = has ? (beta - alpha) / beta : 0.f;
+    const float inv = has ? 1.f / (alpha - beta) : 0.f;
+#pragma unroll
+    for (int s = 0; s < RPL; ++s) {
+        const int i = lane + 32 * s;
+        float v = 0.f;
+        if (i == c) {
+            v = 1.f;
+            col[s] = has ? beta : alpha;
+        } else if (i > c && i < m) {
+            v = col[s] * inv;
+            col[s] = has ? v : col[s];
+        }
+        vout[i] = v;
+    }
+    if (lane == 0) {
+        *tauout = tau;
+        tau_all[c] = tau;
+    }
+}
+
+// One column of the panel, for every warp: G's entries for column c, reflector c applied to
+// the columns right of it, and (the warp owning column c+1) reflector c+1 built first.
+template <int RPL, int W, int CPW, class V>
+__device__ __forceinline__ void panel_step(float (&reg)[CPW][RPL], const V& v, int c, int w, int m, int lane,
+                                           int wid, float* vbuf, float* tauc, float* tau_all, float* gbuf,
+                                           int lds, int mp) {
+    const int cur = c & 1;
+    const float tau = tauc[cur];
+    float d[CPW];
+    dots<RPL, CPW>(reg, v, d);
+    if (lane == 0) {
+#pragma unroll
+        for (int t = 0; t < CPW; ++t)
+            if (wid + W * t < c) gbuf[(wid + W * t) * lds + c] = d[t];
+    }
+    const int next = c + 1;
+    if (next < w && next % W == wid) {
+        // The critical path: column c+1 gets reflector c, then becomes reflector c+1.
+        if constexpr (CPW == 1) {
+            update<RPL>(reg[0], v, tau * d[0]);
+            reflect<RPL>(reg[0], next, m, lane, vbuf + (cur ^ 1) * mp, &tauc[cur ^ 1], tau_all);
+        } else {
+            // Selected out of the register tile and back: a loop over the slots around the
+            // reflector's code was not unrolled, and the tile went to local memory.
+            const int tn = next / W;
+            float col[RPL];
+            float dn = 0.f;
+#pragma unroll
+            for (int s = 0; s < RPL; ++s) col[s] = 0.f;
+#pragma unroll
+            for (int t = 0; t < CPW; ++t) {
+                dn = t == tn ? d[t] : dn;
+#pragma unroll
+                for (int s = 0; s < RPL; ++s) col[s] = t == tn ? reg[t][s] : col[s];
+            }
+            update<RPL>(col, v, tau * dn);
+            reflect<RPL>(col, next, m, lane, vbuf + (cur ^ 1) * mp, &tauc[cur ^ 1], tau_all);
+#pragma unroll
+            for (int t = 0; t < CPW; ++t)
+#pragma unroll
+                for (int s = 0; s < RPL; ++s) reg[t][s] = t == tn ? col[s] : reg[t][s];
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < CPW; ++t) {
+        const int j = wid + W * t;
+        update<RPL>(reg[t], v, (j > next && j < w) ? tau * d[t] : 0.f);  // finished columns: f = 0
+    }
+}
+
+template <int RPL, int W, int CPW>
+constexpr size_t panel_smem_bytes() {
+    return sizeof(float) * ((size_t)32 * RPL * (W * CPW + 1) + 2 * 32 * RPL
+                            + 2 * (size_t)(W * CPW) * (W * CPW + 1) + 2 + W * CPW);
+}
+
+// One block per matrix factors panel columns k..k+w (rows k..n) of H in place and writes
+// tau[k..k+w], VT (w x (n-k) from its pointer, rows n apart, row j = reflector j) and T
+// (w x w upper triangular, rows ldt apart); vstride and tstride step from one matrix to the
+// next, so both can be windows of a wider block's buffers.
+template <int RPL, int W, int CPW>
+__global__ void __launch_bounds__(W * 32, 1)
+panel_kernel(float* __restrict__ H, float* __restrict__ TAU, float* __restrict__ VT, float* __restrict__ T,
+             int n, int k, int w, long long vstride, long long tstride, int ldt) {
+    constexpr int MP = 32 * RPL;
+    constexpr int NBP = W * CPW;
+    constexpr int LDS = NBP + 1;  // odd stride: a warp reading one column hits 32 banks
+    extern __shared__ float smem[];
+    float* stage = smem;                 // MP x LDS
+    float* vbuf = stage + MP * LDS;      // 2 x MP
+    float* gbuf = vbuf + 2 * MP;         // NBP x LDS: G = VᵀV (strict upper part)
+    float* tbuf = gbuf + NBP * LDS;      // NBP x LDS: T, one row per thread
+    float* tauc = tbuf + NBP * LDS;      // 2: tau of the reflector in vbuf
+    float* tau_all = tauc + 2;           // NBP
+    const int lane = threadIdx.x & 31;
+    const int wid = threadIdx.x >> 5;
+    const int m = n - k;
+    const size_t mat = (size_t)blockIdx.x * n * n;
+    float* h = H + mat + (size_t)k * n + k;
+    for (int e = threadIdx.x; e < MP * NBP; e += W * 32) {
+        const int r = e / NBP, q = e % NBP;
+        stage[r * LDS + q] = (r < m && q < w) ? h[(size_t)r * n + q] : 0.f;
+    }
+    __syncthreads();
+    float reg[CPW][RPL];
+#pragma unroll
+    for (int t = 0; t < CPW; ++t)
+#pragma unroll
+        for (int s = 0; s < RPL; ++s) reg[t][s] = stage[(lane + 32 * s) * LDS + wid + W * t];
+    if (wid == 0) reflect<RPL>(reg[0], 0, m, lane, vbuf, &tauc[0], tau_all);
+    __syncthreads();
+    for (int c = 0; c < w; ++c) {
+        const int cur = c & 1;
+        if constexpr (RPL < 32) {
+            float v[RPL];
+#pragma unroll
+            for (int s = 0; s < RPL; ++s) v[s] = vbuf[cur * MP + lane + 32 * s];
+            panel_step<RPL, W, CPW>(reg, v, c, w, m, lane, wid, vbuf, tauc, tau_all, gbuf, LDS, MP);
+        } else {
+            const SharedReflector v{vbuf + cur * MP + lane};
+            panel_step<RPL, W, CPW>(reg, v, c, w, m, lane, wid, vbuf, tauc, tau_all, gbuf, LDS, MP);
+        }
+        __syncthreads();
+    }
+    // VT: row j is reflector j (coalesced: consecutive lanes hold consecutive rows).
+    float* vt = VT + (size_t)blockIdx.x * vstride;
+#pragma unroll
+    for (int t = 0; t < CPW; ++t) {
+        const int j = wid + W * t;
+        if (j < w) {
+#pragma unroll
+            for (int s = 0; s < RPL; ++s) {
+                const int i = lane + 32 * s;
+                if (i < m) vt[(size_t)j * n + i] = i > j ? reg[t][s] : (i == j ? 1.f : 0.f);
+            }
+        }
+#pragma unroll
+        for (int s = 0; s < RPL; ++s) stage[(lane + 32 * s) * LDS + wid + W * t] = reg[t][s];
+    }
+    // T: thread r builds row r by slarft's recurrence, T[r][c] = -tau_c sum_{q=r}^{c-1} T[r][q] G[q][c]
+    // (a row needs only its own earlier entries and the finished G).
+    float* tout = T + (size_t)blockIdx.x * tstride;
+    if (threadIdx.x < w) {
+        const int r = threadIdx.x;
+        float* row = tbuf + r * LDS;
+        for (int c = 0; c < w; ++c) {
+            float value = 0.f;
+            if (c == r) {
+                value = tau_all[r];
+            } else if (c > r) {
+                float acc = 0.f;
+                for (int q = r; q < c; ++q) acc = fmaf(row[q], gbuf[q * LDS + c], acc);
+                value = -tau_all[c] * acc;
+            }
+            row[c] = value;
+            tout[(size_t)r * ldt + c] = value;
+        }
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < MP * NBP; e += W * 32) {
+        const int r = e / NBP, q = e % NBP;
+        if (r < m && q < w) h[(size_t)r * n + q] = stage[r * LDS + q];
+    }
+    for (int c = threadIdx.x; c < w; c += W * 32) TAU[(size_t)blockIdx.x * n + k + c] = tau_all[c];
+}
+"""
+
+# The host side: the launchers and the function Python calls.
+_HOST_SOURCE = r"""
+template <int RPL, int W, int CPW>
+void launch(at::Tensor& H, at::Tensor& tau, at::Tensor& vt, at::Tensor& t, int n, int k, int w,
+            cudaStream_t stream) {
+    constexpr size_t bytes = panel_smem_bytes<RPL, W, CPW>();
+    static bool ready = false;  // the opt-in above 48 KB of shared memory, once per kernel
+    if (!ready) {
+        C10_CUDA_CHECK(cudaFuncSetAttribute(panel_kernel<RPL, W, CPW>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+        ready = true;
+    }
+    panel_kernel<RPL, W, CPW><<<(unsigned)H.size(0), W * 32, bytes, stream>>>(
+        H.data_ptr<float>(), tau.data_ptr<float>(), vt.data_ptr<float>(), t.data_ptr<float>(), n, k, w,
+        (long long)vt.stride(0), (long long)t.stride(0), (int)t.stride(1));
+}
+
+}  // namespace
+
+// Factor panel columns k..k+w of H (batch x n x n, contiguous, in place); rows per lane
+// rpl (n - k <= 32 rpl), warps and columns per warp (w <= warps * cpw).  vt (rows n apart)
+// and t (contiguous rows) may be windows of wider buffers: the kernel writes vt[:, :w, :n-k]
+// and t[:, :w, :w] only.
+void panel(at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, int64_t k, int64_t w, int64_t rpl,
+           int64_t warps, int64_t cpw) {
+    TORCH_CHECK(H.is_cuda() && H.is_contiguous() && H.scalar_type() == at::kFloat && H.dim() == 3,
+                "panel: H must be a contiguous batch x n x n float32 CUDA tensor");
+    const int n = (int)H.size(2);
+    TORCH_CHECK(k >= 0 && w >= 1 && k + w <= n && n - k <= 32 * rpl && w <= warps * cpw,
+                "panel: bad panel k=", k, " w=", w, " for n=", n);
+    TORCH_CHECK(vt.is_cuda() && vt.scalar_type() == at::kFloat && vt.dim() == 3 && vt.stride(2) == 1 &&
+                vt.stride(1) == n && vt.size(0) == H.size(0) && vt.size(1) >= w && vt.size(2) >= n - k,
+                "panel: vt must be a float32 CUDA window of rows n apart holding w x (n - k)");
+    TORCH_CHECK(t.is_cuda() && t.scalar_type() == at::kFloat && t.dim() == 3 && t.stride(2) == 1 &&
+                t.size(0) == H.size(0) && t.size(1) >= w && t.size(2) >= w,
+                "panel: t must be a float32 CUDA window holding w x w");
+    TORCH_CHECK(tau.is_cuda() && tau.is_contiguous() && tau.size(0) == H.size(0) && tau.size(1) == n,
+                "panel: tau must be a contiguous batch x n float32 CUDA tensor");
+    if (H.size(0) == 0) return;
+    const c10::cuda::CUDAGuard guard(H.device());
+    const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    const int key = (int)(rpl * 10000 + warps * 100 + cpw);
+    const int kk = (int)k, ww = (int)w;
+    switch (key) {
+        case 41604: launch<4, 16, 4>(H, tau, vt, t, n, kk, ww, stream); break;
+        case 81604: launch<8, 16, 4>(H, tau, vt, t, n, kk, ww, stream); break;
+        case 161604: launch<16, 16, 4>(H, tau, vt, t, n, kk, ww, stream); break;
+        case 41602: launch<4, 16, 2>(H, tau, vt, t, n, kk, ww, stream); break;
+        case 81602: launch<8, 16, 2>(H, tau, vt, t, n, kk, ww, stream); break;
+        case 161602: launch<16, 16, 2>(H, tau, vt, t, n, kk, ww, stream); break;
+        case 321602: launch<32, 16, 2>(H, tau, vt, t, n, kk, ww, stream); break;
+        case 43201: launch<4, 32, 1>(H, tau, vt, t, n, kk, ww, stream); break;
+        case 83201: launch<8, 32, 1>(H, tau, vt, t, n, kk, ww, stream); break;
+        case 163201: launch<16, 32, 1>(H, tau, vt, t, n, kk, ww, stream); break;
+        case 41601: launch<4, 16, 1>(H, tau, vt, t, n, kk, ww, stream); break;
+        case 81601: launch<8, 16, 1>(H, tau, vt, t, n, kk, ww, stream); break;
+        case 161601: launch<16, 16, 1>(H, tau, vt, t, n, kk, ww, stream); break;
+        case 321601: launch<32, 16, 1>(H, tau, vt, t, n, kk, ww, stream); break;
+        case 641601: launch<64, 16, 1>(H, tau, vt, t, n, kk, ww, stream); break;
+        case 40801: launch<4, 8, 1>(H, tau, vt, t, n, kk, ww, stream); break;
+        case 80801: launch<8, 8, 1>(H, tau, vt, t, n, kk, ww, stream); break;
+        case 160801: launch<16, 8, 1>(H, tau, vt, t, n, kk, ww, stream); break;
+        case 320801: launch<32, 8, 1>(H, tau, vt, t, n, kk, ww, stream); break;
+        case 640801: launch<64, 8, 1>(H, tau, vt, t, n, kk, ww, stream); break;
+        case 1280801: launch<128, 8, 1>(H, tau, vt, t, n, kk, ww, stream); break;
+        default: TORCH_CHECK(false, "panel: no kernel for rpl=", rpl, " warps=", warps, " cpw=", cpw);
+    }
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+"""
+
+_CUDA_SOURCE = r"""
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+
+namespace {
+""" + _DEVICE_SOURCE + "\n" + _HOST_SOURCE
+
+_CPP_SOURCE = ("void panel(at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, int64_t k, int64_t w, "
+               "int64_t rpl, int64_t warps, int64_t cpw);")
+
+_EXTENSIONS = {}
+_GRAPHS = {}
+
+
+def _extension(device: torch.device):
+    """The built extension for this device's architecture (built once, cached on disk by hash)."""
+    major, minor = torch.cuda.get_device_capability(device)
+    arch = "%d%d" % (major, minor)
+    if arch not in _EXTENSIONS:
+        from torch.utils.cpp_extension import load_inline
+
+        digest = hashlib.sha256((_CUDA_SOURCE + _CPP_SOURCE + arch).encode()).hexdigest()[:16]
+        _EXTENSIONS[arch] = load_inline(
+            name="qr_blocked_" + digest, cpp_sources=_CPP_SOURCE, cuda_sources=_CUDA_SOURCE, functions=["panel"],
+            extra_cflags=["-O3"], extra_cuda_cflags=["-O3", "-gencode=arch=compute_%s,code=sm_%s" % (arch, arch)],
+        )
+    return _EXTENSIONS[arch]
+
+
+def _widths(n: int) -> tuple[int, int]:
+    """(panel width, block width) for matrices of size n: panels of the block are factored by
+    the kernel, then the rest of the matrix is updated once per block (K = block width).
+    Taller panels hold fewer columns: a block's registers hold rows x panel width."""
+    if n <= 512:
+        nb, block = PARAMS["nb_le512"], PARAMS["block_le512"]
+    elif n <= 1024:
+        nb, block = PARAMS["nb_le1024"], PARAMS["block_le1024"]
+    elif n <= 2048:
+        nb, block = PARAMS["nb_le2048"], PARAMS["block_gt1024"]
+    else:
+        nb, block = 8, PARAMS["block_gt1024"]
+    return nb, max(nb, block)
+
+
+def _rows_per_lane(m: int) -> int:
+    rpl = 4
+    while 32 * rpl < m:
+        rpl *= 2
+    return rpl
+
+
+def _shape(nb: int, rpl: int) -> tuple[int, int]:
+    """(warps, columns per warp) of the panel kernel: nb = warps x columns per warp.  At 32
+    rows per lane, 32 warps (64 registers a thread) spill the tile: 16 warps of two columns."""
+    if nb == 64:
+        return 16, 4
+    if nb == 32:
+        warps = 16 if rpl >= 32 else PARAMS["warps_nb32"]
+        return warps, 32 // warps
+    if nb == 16:
+        return 16, 1
+    return 8, 1
+
+
+def _apply(c: torch.Tensor, v_t: torch.Tensor, t: torch.Tensor) -> None:
+    """c <- (I - V T Vᵀ)ᵀ c in place (v_t = Vᵀ): three cuBLAS FP32 GEMMs."""
+    update = torch.bmm(v_t, c)
+    update = torch.bmm(t.transpose(1, 2), update)
+    c.baddbmm_(v_t.transpose(1, 2), update, alpha=-1.0)
+
+
+def _block(ext, H: torch.Tensor, tau: torch.Tensor, vt: torch.Tensor, t: torch.Tensor, k: int, width: int,
+           nb: int) -> None:
+    """Factor columns k..k+width of H (rows k..n): on return vt[:, :width, :n-k] holds Vᵀ (rows
+    relative to k) and t[:, :width, :width] the block's T.  Wider than a panel: the left part,
+    its reflector applied to the right part, the right part, then T = [[T1, -T1 V1ᵀV2 T2], [0, T2]]."""
+    n = H.shape[-1]
+    m = n - k
+    if width <= nb:
+        rpl = _rows_per_lane(m)
+        ext.panel(H, tau, vt, t, k, width, rpl, *_shape(nb, rpl))
+        return
+    w1 = nb * -(-width // (2 * nb))  # half, rounded up to whole panels
+    _block(ext, H, tau, vt, t, k, w1, nb)
+    _apply(H[:, k:, k + w1:k + width], vt[:, :w1, :m], t[:, :w1, :w1])
+    vt[:, w1:width, :w1].zero_()  # V2 is zero above its first row
+    _block(ext, H, tau, vt[:, w1:, w1:], t[:, w1:, w1:], k + w1, width - w1, nb)
+    cross = torch.bmm(vt[:, :w1, w1:m], vt[:, w1:width, w1:m].transpose(1, 2))
+    t[:, :w1, w1:width] = -torch.bmm(torch.bmm(t[:, :w1, :w1], cross), t[:, w1:width, w1:width])
+    t[:, w1:width, :w1].zero_()
+
+
+def _factor(H: torch.Tensor, tau: torch.Tensor) -> None:
+    """Factor H (batch x n x n, contiguous) in place, tau written."""
+    batch, n = H.shape[0], H.shape[-1]
+    nb, block = _widths(n)
+    ext = _extension(H.device)
+    vt = torch.empty((batch, block, n), dtype=H.dtype, device=H.device)
+    t = torch.empty((batch, block, block), dtype=H.dtype, device=H.device)
+    for k in range(0, n, block):
+        width = min(block, n - k)
+        _block(ext, H, tau, vt, t, k, width, nb)
+        if k + width < n:
+            _apply(H[:, k:, k + width:], vt[:, :width, :n - k], t[:, :width, :width])
+
+
+def _replay(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The factorisation of A's shape as a captured CUDA graph (captured on the first call)."""
+    key = (A.shape[0], A.shape[-1], A.device)
+    entry = _GRAPHS.get(key)
+    if entry is None:
+        a_in = torch.empty_like(A)
+        h_out = torch.empty_like(A)
+        tau_out = torch.empty((A.shape[0], A.shape[-1]), dtype=A.dtype, device=A.device)
+        a_in.copy_(A)
+        side = torch.cuda.Stream(A.device)
+        side.wait_stream(torch.cuda.current_stream(A.device))
+        with torch.cuda.stream(side):  # one eager run first: workspaces, kernel attributes
+            h_out.copy_(a_in)
+            _factor(h_out, tau_out)
+        torch.cuda.current_stream(A.device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            h_out.copy_(a_in)
+            _factor(h_out, tau_out)
+        entry = _GRAPHS[key] = (graph, a_in, h_out, tau_out)
+    graph, a_in, h_out, tau_out = entry
+    a_in.copy_(A)
+    graph.replay()
+    return h_out.clone(), tau_out.clone()
+
+
+def custom_kernel(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    n = A.shape[-1]
+    if not A.is_cuda or n > PARAMS["max_n"] or A.shape[0] == 0:
+        return torch.geqrf(A)
+    if PARAMS["graph"] or (n > 1024 and PARAMS["graph_gt1024"]):
+        return _replay(A.contiguous())
+    H = A.contiguous().clone()
+    tau = torch.empty((A.shape[0], n), dtype=A.dtype, device=A.device)
+    _factor(H, tau)
+    return H, tau

@@ -1,0 +1,198 @@
+"""The CUDA C++ families (cuda_onchip, cuda_blocked) on a machine without a GPU.
+
+Their kernels cannot run here, so these tests check what can go wrong outside the kernel:
+- the device code compiles for sm_90 (with nvcc, where the machine has one);
+- every assignment of a family's space, at every n of its range, asks the host code for a
+  kernel that its dispatch table instantiates (a missing case is a runtime error on the GPU);
+- cuda_blocked's host side (the blocked loop, the three GEMMs on views of H, the workspaces)
+  factors correctly on CPU tensors when its panel kernel is replaced by a reference panel
+  that honours the kernel's contract (H's panel, tau, explicit Vᵀ, upper-triangular T).
+On a GPU (marked ``gpu``): the real panel kernel against that reference, and the qrv2-tests
+suite through the harness (tests/kernels/test_families.py).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernels.candidate import load_candidate, materialize
+from kernels.families import FAMILIES, get_family
+from kernels.inputs import generate_input
+from kernels.verify import verify_qr
+
+CUDA_FAMILIES = [name for name, fam in FAMILIES.items() if fam.needs_cuda]
+
+
+def _module(name: str, tmp_path: Path, params: dict | None = None):
+    fam = get_family(name)
+    source = fam.render({**fam.default_params().as_params(), **(params or {})})
+    kernel = load_candidate(materialize(source, tmp_path))
+    return sys.modules[kernel.__module__]
+
+
+def _dispatch(module) -> set[tuple[int, ...]]:
+    """The template arguments the host code instantiates (its switch over launch<...>)."""
+    found = {tuple(int(x) for x in args.split(","))
+             for args in re.findall(r"launch<([\d, ]+)>\(", module._HOST_SOURCE)}
+    assert found, "no launch<...> instantiations found in the host code"
+    return found
+
+
+def test_both_cuda_families_are_registered_as_cuda():
+    assert set(CUDA_FAMILIES) == {"cuda_onchip", "cuda_blocked"}
+    for name in CUDA_FAMILIES:
+        source = get_family(name).source()
+        assert "load_inline" in source and "custom_kernel" in source
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc on this machine: the device code is compiled "
+                    "on the GPU machine only")
+@pytest.mark.parametrize("name", CUDA_FAMILIES)
+def test_device_code_compiles_for_sm90(name, tmp_path):
+    module = _module(name, tmp_path)
+    kernel = {"cuda_onchip": "qr_onchip_kernel", "cuda_blocked": "panel_kernel"}[name]
+    # Taking each kernel's address instantiates it, whatever its parameters are.
+    addresses = ", ".join(f"(const void*)&{kernel}<{', '.join(map(str, args))}>" for args in sorted(_dispatch(module)))
+    instances = f"const void* instantiated[] = {{{addresses}}};"
+    source = tmp_path / f"{name}.cu"
+    source.write_text("#include <cuda_runtime.h>\n#include <cstddef>\n" + module._DEVICE_SOURCE + "\n" + instances)
+    result = subprocess.run(["nvcc", "-c", "-std=c++17", "-O3", "-gencode=arch=compute_90,code=sm_90",
+                             "-Xptxas", "-v", str(source), "-o", str(tmp_path / f"{name}.o")],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    compiled = re.findall(r"Compiling entry function '(\w+)'", result.stderr)
+    assert len(compiled) == len(_dispatch(module))
+
+
+def test_onchip_every_assignment_has_a_kernel(tmp_path):
+    fam = get_family("cuda_onchip")
+    rng = random.Random(3)
+    for trial in range(12):
+        params = fam.space.sample(rng).as_params()
+        module = _module("cuda_onchip", tmp_path / str(trial), params)
+        table = _dispatch(module)
+        for n in range(1, params["max_n"] + 1):
+            rpl = (n + 31) // 32
+            assert (rpl, module._WARPS[rpl]) in table, (params, n)
+
+
+def test_blocked_every_assignment_and_panel_has_a_kernel(tmp_path, monkeypatch):
+    """Random assignments at sizes that end in partial panels and partial blocks: every panel
+    the recursion asks for has a kernel, and the factorisation is right (reference panels)."""
+    fam = get_family("cuda_blocked")
+    rng = random.Random(4)
+    for trial in range(6):
+        params = fam.space.sample(rng).as_params()
+        module = _module("cuda_blocked", tmp_path / str(trial), params)
+        reference = ReferencePanel(_dispatch(module))
+        monkeypatch.setattr(module, "_extension", lambda device: reference)
+        for n in (33, 97, 200, 352, 520, 1000):
+            if n > params["max_n"]:
+                continue
+            a = generate_input(1, n, 1.0, trial, "dense")
+            h, tau = a.clone(), torch.empty((1, n))
+            module._factor(h, tau)
+            result = verify_qr(a, (h, tau), None)
+            assert result.ok, f"{params} n={n}: {result.message}"
+        assert reference.calls > 0
+
+
+class ReferencePanel:
+    """What the CUDA panel kernel promises, computed with torch on CPU: the panel of H
+    factored in place (LAPACK conventions), tau, Vᵀ with zeros above the diagonal and ones
+    on it, and T (upper triangular, zero elsewhere) with I - V T Vᵀ = H_k ... H_{k+w-1}.
+    It also checks every call against the kernel's own argument rules."""
+
+    def __init__(self, table: set[tuple[int, ...]]) -> None:
+        self.table = table
+        self.calls = 0
+
+    def panel(self, H, tau, vt, t, k, w, rpl, warps, cpw) -> None:
+        self.calls += 1
+        n = H.shape[-1]
+        assert (rpl, warps, cpw) in self.table
+        assert 0 <= k and 1 <= w and k + w <= n and n - k <= 32 * rpl and w <= warps * cpw
+        # windows: rows of vt n apart, rows of t contiguous, room for what the kernel writes
+        assert vt.stride(2) == 1 and vt.stride(1) == n and vt.shape[1] >= w and vt.shape[2] >= n - k
+        assert t.stride(2) == 1 and t.shape[1] >= w and t.shape[2] >= w
+        m = n - k
+        hp, tp = torch.geqrf(H[:, k:, k:k + w])
+        H[:, k:, k:k + w] = hp
+        tau[:, k:k + w] = tp
+        v = torch.tril(hp, diagonal=-1)
+        v[:, torch.arange(w), torch.arange(w)] = 1.0
+        vt[:, :w, :m] = v.transpose(1, 2)
+        g = v.transpose(1, 2) @ v
+        tt = torch.zeros((H.shape[0], w, w), dtype=H.dtype)
+        for c in range(w):
+            tt[:, c, c] = tp[:, c]
+            if c:
+                tt[:, :c, c] = -tp[:, c, None] * (tt[:, :c, :c] @ g[:, :c, c, None]).squeeze(-1)
+        t[:, :w, :w] = tt
+
+
+@pytest.mark.parametrize("params", [{"nb_le512": 16, "block_le512": 16}, {"nb_le512": 32, "block_le512": 64},
+                                    {"nb_le512": 64, "block_le512": 128}, {"nb_le512": 16, "block_le512": 256}])
+def test_blocked_host_side_factors_correctly_with_a_reference_panel(tmp_path, monkeypatch, params):
+    module = _module("cuda_blocked", tmp_path, params)
+    reference = ReferencePanel(_dispatch(module))
+    monkeypatch.setattr(module, "_extension", lambda device: reference)
+    for n, profile, seed in ((40, "dense", 1), (70, "rankdef", 2), (130, "clustered", 3), (97, "mixed", 4)):
+        a = generate_input(3, n, 2.0, seed, profile)
+        h = a.clone()
+        tau = torch.empty((3, n), dtype=a.dtype)
+        module._factor(h, tau)
+        result = verify_qr(a, (h, tau), None)
+        assert result.ok, f"n={n} {profile} {params}: {result.message}"
+    assert reference.calls > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("params", [{"max_n": 2048, "nb_le2048": 8, "block_gt1024": 32},
+                                    {"max_n": 4096, "nb_le2048": 16, "block_gt1024": 64}])
+def test_blocked_tall_panels_with_a_reference_panel(tmp_path, monkeypatch, params):
+    """Above n = 1024 panels are 16 or 8 columns of up to 4096 rows (64 and 128 rows per lane)."""
+    module = _module("cuda_blocked", tmp_path, params)
+    reference = ReferencePanel(_dispatch(module))
+    monkeypatch.setattr(module, "_extension", lambda device: reference)
+    n = 2100 if params["max_n"] == 4096 else 1100
+    a = generate_input(1, n, 1.0, 9, "rankdef")
+    h, tau = a.clone(), torch.empty((1, n))
+    module._factor(h, tau)
+    assert verify_qr(a, (h, tau), None).ok
+
+
+def test_blocked_falls_back_to_geqrf_without_cuda(tmp_path):
+    module = _module("cuda_blocked", tmp_path)
+    a = generate_input(2, 12, 1.0, 5, "dense")
+    h, tau = module.custom_kernel(a.clone())
+    assert verify_qr(a, (h, tau), None).ok
+
+
+@pytest.mark.gpu
+def test_panel_kernel_matches_the_reference_panel_on_gpu(tmp_path):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    module = _module("cuda_blocked", tmp_path)
+    ext = module._extension(torch.device("cuda"))
+    table = _dispatch(module)
+    for n, nb in ((512, 64), (352, 32), (1024, 32), (200, 16)):
+        a = generate_input(4, n, 1.0, 7, "dense", device="cuda")
+        for k in (0, nb, n - nb):
+            rpl = module._rows_per_lane(n - k)
+            warps, cpw = module._shape(nb, rpl)
+            got = [a.clone(), torch.zeros((4, n), device="cuda"), torch.zeros((4, nb, n), device="cuda"),
+                   torch.zeros((4, nb, nb), device="cuda")]
+            want = [x.cpu() for x in got]
+            ext.panel(*got, k, nb, rpl, warps, cpw)
+            ReferencePanel(table).panel(*want, k, nb, rpl, warps, cpw)
+            for label, g, w in zip(("H", "tau", "VT", "T"), got, want):
+                torch.testing.assert_close(g.cpu(), w, rtol=2e-3, atol=2e-4, msg=f"{label} at n={n} k={k}")
