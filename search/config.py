@@ -91,8 +91,13 @@ class EvaluationConfig(_Section):
         True, description="run a candidate in the evaluation processes that ran the last candidate of its "
         "structure (children differing only in PARAMS), so start-up is paid once and no process starts before "
         "timing; a case that fails in a reused process is re-run in a fresh one before it is blamed")
+    lanes: int = Field(
+        1, ge=1, description="evaluations each evaluator runs at once, so one's compile wait, process starts and "
+        "gate calls may overlap another's GPU work; timed calls still have the device alone (a bench job waits for "
+        "the others' gate calls and process starts, and they for it). On an H200 two lanes measured slower (run i: "
+        "35% GPU, 19 evaluations/min, bench jobs waiting 2.5 s for the other lane's process starts), so 1")
     compile_ahead: int = Field(
-        2, ge=0, description="candidates queued per evaluator beyond the one it runs; their Triton kernels are "
+        2, ge=0, description="candidates queued per evaluator beyond the ones it runs; their Triton kernels are "
         "compiled ahead (CUDA hidden, on CPUs the timing child does not use) into the run's cache; 0: off")
     compile_ahead_max: int = Field(
         8, ge=0, description="candidates queued per evaluator at most: beyond compile_ahead, an evaluator takes "
@@ -341,6 +346,17 @@ class RunConfig(_Section):
         return value
 
     @model_validator(mode="after")
+    def _cuda_families_need_a_gpu(self) -> "RunConfig":
+        """A CUDA C++ family on CPU evaluators would time torch.geqrf under its name."""
+        from kernels.families import FAMILIES
+
+        cuda = [f.name for f in self.families if FAMILIES[f.name].needs_cuda]
+        if cuda and self.evaluation.device == "cpu":
+            raise ValueError(f"families {cuda} are CUDA C++ and need a GPU, but evaluation.device is cpu; "
+                             "leave them out of a CPU run")
+        return self
+
+    @model_validator(mode="after")
     def _focus_in_suite(self) -> "RunConfig":
         if self.focus.cases:
             from kernels.suites import get_suite
@@ -401,10 +417,11 @@ class RunConfig(_Section):
         return cls.from_yaml_text(text, str(path))
 
 
-def _default_families() -> list[str]:
+def _default_families(cuda: bool = True) -> list[str]:
+    """Every searched family; without a GPU, those whose kernels run on CPU (Triton's interpreter)."""
     from kernels.families import FAMILIES
 
-    return [name for name, fam in FAMILIES.items() if not fam.baseline]
+    return [name for name, fam in FAMILIES.items() if not fam.baseline and (cuda or not fam.needs_cuda)]
 
 
 def _explain(exc: ValidationError, source: str) -> str:
@@ -424,6 +441,7 @@ def default_config(cuda: bool) -> RunConfig:
         return RunConfig(name="default-gpu", budget=BudgetConfig(max_evals=200, max_minutes=20))
     return RunConfig(
         name="default-cpu",
+        families=[FamilySpec(name=n) for n in _default_families(cuda=False)],
         evaluation=EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu", profile=False,
                                     timing=TimingPolicy(max_seconds=0.3)),
         budget=BudgetConfig(max_evals=24, max_minutes=4),

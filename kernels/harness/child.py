@@ -284,14 +284,17 @@ def main(argv: list[str] | None = None) -> int:
         job = Job.model_validate_json(Path(str(job_path)).read_text())
         clean = _run_job(job, reporter, counter, trusted)
         reusable = args.wait and _reusable(job, clean, trusted, threads)
+        if reusable:
+            # Before "done", not after: the caller's hold on the device ends with "done", and
+            # freeing memory (cudaFree) must not run beside another process's timed calls.
+            gc.collect()
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()  # the next candidate starts with the memory a fresh process has
         reporter.send("done", reusable=reusable)
         sys.stdout.flush()
         if not reusable:
             # Skip interpreter teardown: a candidate's atexit or finalizers cannot change what was reported.
             os._exit(0)
-        gc.collect()
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()  # the next candidate starts with the memory a fresh process has
 
 
 if __name__ == "__main__":

@@ -263,6 +263,8 @@ class SearchLoop:
             if not self.queue.urgent and self.duels.dispatch_one():
                 free -= 1
                 continue
+            if self._budget_in_flight():
+                break  # the rest stay pending (a resume runs them)
             if not self.queue and not self._propose_now():
                 break
             if not self.queue:
@@ -275,6 +277,12 @@ class SearchLoop:
             self.queue.submitted(cand, item.source)
             self.pool.submit(self._request(cand, item.source))
             free -= 1
+
+    def _budget_in_flight(self) -> bool:
+        """The candidates evaluated and in flight fill ``max_evals``: sending another would overrun it
+        (a resumed run's re-queued work, several lanes per evaluator; an in-flight one that is lost
+        makes room again)."""
+        return self.max_evals is not None and self._evals_committed() + len(self.queue.sent) >= self.max_evals
 
     def enqueue(self, cand: Candidate, source: str, front: bool = False) -> None:
         """Queue a pending candidate; ``front``: the next free evaluator takes it."""

@@ -165,9 +165,11 @@ def execute(session: RunSession, address: str | None, console: Console, grace_s:
         _check_device(config, gpus, interpret)
         pool = RayPool(workdir=run_dir / "work", gpus=gpus, cpu_evaluators=config.ray.cpu_evaluators,
                        cpus_per_evaluator=config.ray.cpus_per_evaluator,
-                       env_extra=evaluator_env(run_dir, interpret), lookahead=config.evaluation.compile_ahead,
+                       env_extra=evaluator_env(run_dir, interpret), lanes=config.evaluation.lanes,
+                       lookahead=config.evaluation.compile_ahead,
                        max_lookahead=config.evaluation.compile_ahead_max)
         kind = f"{gpus} GPU evaluator(s)" if gpus else f"{pool.size} CPU evaluator(s) (Triton interpreter)"
+        kind += f", {config.evaluation.lanes} lane(s) each"
         log(f"run {run_dir}: {kind}; families {', '.join(f.name for f in config.families)}")
         if config.evaluation.family_domains:
             searched = {f.name: registry.FAMILIES[f.name] for f in config.families}

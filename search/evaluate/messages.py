@@ -47,7 +47,8 @@ class EvalRequest(BaseModel):
     @property
     def deadline_s(self) -> float:
         """Past this, the driver treats the evaluation as lost (the harness limits each case).
-        Bench cases count twice: their gate calls in the verify stage, then their timing."""
+        Bench cases count twice: their gate calls in the verify stage, then their timing.  An
+        evaluator with several lanes gets this times its lanes (a lane may wait for the others)."""
         cases = len(self.verify_cases) + 2 * len(self.bench_cases)
         return 2 * self.limits.startup_timeout_s + cases * self.limits.case_timeout_s + 60
 

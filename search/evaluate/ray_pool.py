@@ -7,7 +7,10 @@ Facts this relies on (see docs/ray-optuna-triton-facts in the notes):
     object ref: a dead actor's evaluation is *lost* (re-queued by the loop,
     nobody blamed), and the actor, restarted by Ray, is pinged before reuse;
   * a call that outlives its deadline cannot be cancelled; the actor is killed
-    (and restarted) instead.
+    (and restarted) instead;
+  * an actor runs up to ``lanes`` evaluations at once (its default concurrency group has
+    ``lanes`` threads; prefetch and the compile questions keep their own group of one), so
+    a killed or dead actor loses every evaluation in flight on it, each reported ``Lost``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
@@ -69,7 +72,7 @@ def _host_gpu_count() -> int:
         return 1
 
 
-def _make_worker(workdir: str, env_extra: dict[str, str], name: str, compile_ahead: bool) -> Worker:
+def _make_worker(workdir: str, env_extra: dict[str, str], name: str, compile_ahead: bool, lanes: int = 1) -> Worker:
     """The evaluator's Worker: on a GPU, with compile-ahead on its slice of the host's CPUs."""
     ahead = None
     timing_cpus = None
@@ -82,15 +85,20 @@ def _make_worker(workdir: str, env_extra: dict[str, str], name: str, compile_ahe
                                  sorted(compile_cpus), env_extra=env_extra)
         except ImportError:  # no ahead-of-time compiler in this build: the JIT compiles in verify
             ahead = None
-    return Worker(Path(workdir) / name, env_extra, name=name, ahead=ahead, timing_cpus=timing_cpus)
+    return Worker(Path(workdir) / name, env_extra, name=name, ahead=ahead, timing_cpus=timing_cpus, lanes=lanes)
 
 
-# "ahead" runs prefetch (announcing the next candidates) while evaluate runs in the default group.
+# "ahead" runs prefetch (announcing the next candidates) while evaluate runs in the default group,
+# which the pool creates with ``max_concurrency=lanes``: one thread per lane.  With more than one
+# lane Ray executes the actor's calls out of order (it refuses in-order execution for threaded
+# actors); the "ahead" group still has one thread, and the worker ignores a prefetch that comes
+# after its evaluation began.
 @ray.remote(max_restarts=-1, max_task_retries=0, concurrency_groups={"ahead": 1})  # type: ignore[call-overload]
 class EvaluatorActor:
-    def __init__(self, workdir: str, env_extra: dict[str, str], name: str, compile_ahead: bool = False) -> None:
+    def __init__(self, workdir: str, env_extra: dict[str, str], name: str, compile_ahead: bool = False,
+                 lanes: int = 1) -> None:
         self.name = name
-        self.worker = _make_worker(workdir, env_extra, name, compile_ahead)
+        self.worker = _make_worker(workdir, env_extra, name, compile_ahead, lanes)
         self.sampler = _GpuSampler() if env_extra.get("TRITON_INTERPRET") != "1" else None
 
     def ping(self) -> dict[str, Any]:
@@ -125,7 +133,8 @@ class _Slot:
     actor: Any
     gpu: bool
     ready_at: float | None = None
-    busy_s: float = 0.0
+    busy_s: float = 0.0  # time with at least one evaluation in flight (ended spells)
+    busy_since: float | None = None  # the current spell's start, while one is in flight
     evaluations: int = 0
     restarts: int = 0
     ping: Any = None  # an in-flight ping ref while the actor (re)starts
@@ -156,17 +165,20 @@ class _Flight:
 class RayPool:
     """Implements the loop's EvaluatorPool over Ray actors.
 
-    Each evaluator takes its running request plus up to ``lookahead`` queued ones, so the
-    loop proposes the next candidates early and the evaluator compiles them ahead; while its
-    compile processes would otherwise idle (it says so: ``compile_room``) it takes more, up
-    to ``max_lookahead`` queued, so compiling keeps the CPUs busy when candidates are cheap
-    to compile and the evaluator finds one ready.  The pipeline is the same for every evaluator."""
+    Each evaluator runs up to ``lanes`` requests at once and takes up to ``lookahead`` queued
+    ones beyond them, so the loop proposes the next candidates early and the evaluator
+    compiles them ahead; while its compile processes would otherwise idle (it says so:
+    ``compile_room``) it takes more, up to ``max_lookahead`` queued, so compiling keeps the
+    CPUs busy when candidates are cheap to compile and the evaluator finds one ready.  The
+    pipeline is the same for every evaluator.  An evaluator's busy fraction is the time it
+    had at least one request in flight (whatever its lanes did)."""
 
     workdir: Path
     gpus: int
     cpu_evaluators: int = 1
     cpus_per_evaluator: float = 1.0
     env_extra: dict[str, str] = field(default_factory=dict)
+    lanes: int = 1  # evaluations in flight per evaluator (evaluation.lanes)
     lookahead: int = 0
     max_lookahead: int = 0  # queued at most while compile CPUs have room (below lookahead: lookahead)
     ready_first: bool = True  # start a queued request whose compile is done before the head
@@ -182,11 +194,11 @@ class RayPool:
             env.setdefault("TRITON_INTERPRET", "1")  # no GPU: run Triton kernels in the interpreter
         for i in range(count):
             name = f"gpu{i}" if self.gpus else f"cpu{i}"
-            options: dict[str, Any] = {"num_cpus": self.cpus_per_evaluator}
+            options: dict[str, Any] = {"num_cpus": self.cpus_per_evaluator, "max_concurrency": max(1, self.lanes)}
             if self.gpus:
                 options["num_gpus"] = 1
             actor = EvaluatorActor.options(**options).remote(  # type: ignore[attr-defined]
-                str(self.workdir), env, name, self.lookahead > 0)
+                str(self.workdir), env, name, self.lookahead > 0, max(1, self.lanes))
             slot = _Slot(name=name, actor=actor, gpu=self.gpus > 0)
             self._send_ping(slot)
             self.slots.append(slot)
@@ -203,19 +215,20 @@ class RayPool:
     def _ready(self) -> list[_Slot]:
         return [s for s in self.slots if s.ping is None and s.ready_at is not None]
 
-    def _running(self, slot: _Slot) -> bool:
-        return any(f.slot is slot for f in self._flights.values())
+    def _running(self, slot: _Slot) -> int:
+        """Requests in flight on the slot (at most ``lanes``)."""
+        return sum(1 for f in self._flights.values() if f.slot is slot)
 
     def _load(self, slot: _Slot) -> int:
-        return int(self._running(slot)) + len(slot.queue)
+        return self._running(slot) + len(slot.queue)
 
     def _capacity(self, slot: _Slot) -> int:
-        """Requests the slot may hold: the running one and ``lookahead`` queued, or as many as
+        """Requests the slot may hold: ``lanes`` running and ``lookahead`` queued, or as many as
         it held when it last had compile room plus that room (one more compile each), with at
         most ``max_lookahead`` queued.  It changes only with an answer, never with a submit,
         so free_slots() and submit() agree."""
-        least = 1 + self.lookahead
-        return max(least, min(1 + self.max_lookahead, slot.room_load + slot.room))
+        lanes = max(1, self.lanes)
+        return max(lanes + self.lookahead, min(lanes + self.max_lookahead, slot.room_load + slot.room))
 
     def _ask_room(self) -> None:
         """Collect the evaluators' answers to "how many more could you compile now?" and ask
@@ -263,9 +276,9 @@ class RayPool:
                 slot.ping = None
                 slot.pid = info["pid"]
                 slot.ready_at = slot.ready_at or time.monotonic()
-                for queued in slot.queue[1:]:
+                self._next(slot)  # the lanes start first: what they take needs no prefetch
+                for queued in slot.queue:
                     slot.actor.prefetch.remote(queued.model_dump_json())  # a restarted actor knows nothing
-                self._next(slot)
 
     def submit(self, request: EvalRequest) -> None:
         ready = [s for s in self._ready() if self._load(s) < self._capacity(s)]
@@ -273,11 +286,11 @@ class RayPool:
             raise RuntimeError("submit() without a free slot")
         slot = min(ready, key=self._load)
         request = request.model_copy(update={"dispatched_at": time.time()})
-        if self._running(slot):
+        if self._running(slot) >= max(1, self.lanes):
             slot.queue.append(request)
             slot.actor.prefetch.remote(request.model_dump_json())
         else:
-            self._start(slot, request)
+            self._start(slot, request)  # a free lane (the worker announces it to its compile-ahead itself)
 
     def withdraw_queued(self) -> list[str]:
         """Take back every request not started yet (the loop returns them to pending on stop)."""
@@ -290,11 +303,25 @@ class RayPool:
     def _start(self, slot: _Slot, request: EvalRequest) -> None:
         ref = slot.actor.evaluate.remote(request.model_dump_json())
         now = time.monotonic()
-        self._flights[ref] = _Flight(slot=slot, request=request, started=now, deadline=now + request.deadline_s)
+        if slot.busy_since is None:
+            slot.busy_since = now
+        # A lane's evaluation may wait for the device behind every other lane's gate calls and
+        # bench jobs, each bounded by its own limits: the deadline grows with the lanes.
+        deadline = now + request.deadline_s * max(1, self.lanes)
+        self._flights[ref] = _Flight(slot=slot, request=request, started=now, deadline=deadline)
+
+    def _landed(self, ref: Any) -> _Flight:
+        """Take a flight off the books, ending its slot's busy spell if it was the last one."""
+        flight = self._flights.pop(ref)
+        slot = flight.slot
+        if slot.busy_since is not None and not self._running(slot):
+            slot.busy_s += time.monotonic() - slot.busy_since
+            slot.busy_since = None
+        return flight
 
     def _next(self, slot: _Slot) -> None:
-        """Start the slot's next queued request, if it is up and idle."""
-        if slot.queue and slot.ping is None and not self._running(slot):
+        """Start the slot's next queued requests while it is up and has a free lane."""
+        while slot.queue and slot.ping is None and self._running(slot) < max(1, self.lanes):
             self._start(slot, slot.queue.pop(self._pick(slot)))
 
     def _pick(self, slot: _Slot) -> int:
@@ -321,40 +348,65 @@ class RayPool:
             if ready:
                 ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
             for ref in ready:
-                events.append(self._finish(ref))
+                if ref in self._flights:  # not already taken with its dead actor's other lanes
+                    events += self._finish(ref)
         elif timeout > 0:
             time.sleep(min(timeout, 0.05))
         now = time.monotonic()
         for ref, flight in list(self._flights.items()):
-            if now > flight.deadline:
-                # A call cannot be cancelled; kill the actor (Ray restarts it) and re-queue the work.
+            if ref in self._flights and now > flight.deadline:
+                # A call cannot be cancelled; kill the actor (Ray restarts it) and re-queue the work:
+                # every evaluation in flight on it, the late one and its other lanes'.
                 ray.kill(flight.slot.actor, no_restart=False)
-                del self._flights[ref]
-                flight.slot.busy_s += now - flight.started
-                flight.slot.restarts += 1
-                self._send_ping(flight.slot)
-                events.append(Lost(candidate_id=flight.request.candidate_id,
-                                   reason=f"{flight.slot.name}: no answer within {flight.request.deadline_s:.0f} s; "
-                                          "evaluator restarted"))
+                late = f"{flight.slot.name}: no answer within {flight.deadline - flight.started:.0f} s; evaluator restarted"
+                events += self._lose_slot(flight.slot, lambda f: late if f is flight else
+                                          f"{late} (lost with {flight.request.candidate_id})")
         return events
 
-    def _finish(self, ref: Any) -> PoolEvent:
-        flight = self._flights.pop(ref)
+    def _lose_slot(self, slot: _Slot, reason: Callable[[_Flight], str]) -> list[PoolEvent]:
+        """The slot's actor is dead or killed: every flight on it is lost, once, and the restarted
+        actor is pinged (its queue starts when it answers)."""
+        lost = [ref for ref, f in self._flights.items() if f.slot is slot]
+        events: list[PoolEvent] = []
+        for ref in lost:
+            flight = self._landed(ref)
+            events.append(Lost(candidate_id=flight.request.candidate_id, reason=reason(flight)))
+        slot.restarts += 1
+        self._send_ping(slot)
+        return events
+
+    def _finish(self, ref: Any) -> list[PoolEvent]:
+        flight = self._flights[ref]
         slot = flight.slot
-        slot.busy_s += time.monotonic() - flight.started
         try:
             outcome = EvalOutcome.model_validate_json(ray.get(ref))
         except RayActorError as exc:
-            slot.restarts += 1
-            self._send_ping(slot)  # its queue starts once the restarted actor answers
-            return Lost(candidate_id=flight.request.candidate_id,
-                        reason=f"{slot.name} died during the evaluation ({type(exc).__name__})")
+            died = f"{slot.name} died during the evaluation ({type(exc).__name__})"
+            # Its other lanes' calls die with it; one that finished first keeps its result.
+            events: list[PoolEvent] = []
+            for other in [r for r, f in self._flights.items() if f.slot is slot and r is not ref]:
+                done, _ = ray.wait([other], timeout=0)
+                if done:
+                    try:
+                        finished = EvalOutcome.model_validate_json(ray.get(other))
+                    except RayError:
+                        continue
+                    self._landed(other)
+                    slot.evaluations += 1
+                    events.append(self._completed(slot, finished))
+            return events + self._lose_slot(slot, lambda f: died)
         except RayError as exc:
+            self._landed(ref)
             self._next(slot)
-            return Lost(candidate_id=flight.request.candidate_id,
-                        reason=f"{slot.name}: evaluator error {type(exc).__name__}: {str(exc)[:300]}")
+            return [Lost(candidate_id=flight.request.candidate_id,
+                         reason=f"{slot.name}: evaluator error {type(exc).__name__}: {str(exc)[:300]}")]
+        self._landed(ref)
         slot.evaluations += 1
         self._next(slot)
+        return [self._completed(slot, outcome)]
+
+    @staticmethod
+    def _completed(slot: _Slot, outcome: EvalOutcome) -> PoolEvent:
         if outcome.infra_error:
             return Lost(candidate_id=outcome.candidate_id, reason=f"{slot.name}: {outcome.infra_error}")
         return Completed(outcome=outcome)
@@ -363,9 +415,9 @@ class RayPool:
         now = time.monotonic()
         busy = {}
         for slot in self.slots:
-            inflight = sum(now - f.started for f in self._flights.values() if f.slot is slot)
+            spell = now - slot.busy_since if slot.busy_since is not None else 0.0
             alive_for = now - (slot.ready_at or now)
-            busy[slot.name] = (slot.busy_s + inflight) / alive_for if alive_for > 1 else 0.0
+            busy[slot.name] = min(1.0, (slot.busy_s + spell) / alive_for) if alive_for > 1 else 0.0
         return PoolStats(evaluators=len(self.slots), ready=sum(s.ready_at is not None and s.ping is None
                                                                for s in self.slots),
                          busy_fraction=busy, restarts=sum(s.restarts for s in self.slots))

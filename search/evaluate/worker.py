@@ -1,4 +1,4 @@
-"""Evaluating one candidate on one device: the cascade, and its outcome as data.
+"""Evaluating candidates on one device: the cascade, and its outcome as data.
 
 This is what an evaluator actor runs; it needs neither Ray nor the run store,
 so it is tested directly.  The candidate travels as source text and is written
@@ -9,6 +9,11 @@ only in PARAMS): their start-up is then paid once, and no process starts between
 two evaluations to be waited for before timing.  A reused child that fails a case
 has its job re-run whole in a fresh one (:func:`kernels.harness.runner.run_candidate`),
 so only the candidate that causes a crash, a hang or a wrong answer is blamed.
+
+A worker runs up to ``lanes`` evaluations at once (``evaluate`` is thread-safe), so that
+one lane's compile wait, process starts and gate calls overlap another lane's GPU work;
+timed calls still own the device (:mod:`search.evaluate.device_gate`), and the processes
+are managed in :mod:`search.evaluate.children`.
 """
 
 from __future__ import annotations
@@ -16,9 +21,9 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import OrderedDict
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Iterator
 
 from kernels.candidate import materialize
 from kernels.harness.results import SuiteReport
@@ -26,123 +31,69 @@ from kernels.harness.runner import ChildProcess, child_env, run_candidate, run_c
 from kernels.params import structure_fingerprint
 from kernels.suites import Case
 from search.engine.cascade import is_screened_out
+from search.evaluate.children import ChildPool
 from search.evaluate.compile_ahead import AheadResult, CompileAhead
+from search.evaluate.device_gate import DeviceGate, Hold
 from search.evaluate.messages import EvalOutcome, EvalRequest
 from search.evaluate.outcome import merge_reports, outcome_from_reports
 
 __all__ = ["EvalOutcome", "EvalRequest", "Worker", "merge_reports", "outcome_from_reports"]
 
 class Worker:
-    """Runs the cascade for one device, keeping warm spare child processes.
+    """Runs the cascade for one device, up to ``lanes`` evaluations at once, keeping warm spare
+    child processes (:class:`search.evaluate.children.ChildPool`).
 
     The verify stage runs the verify suite and each bench case's first call in up to
     ``verify_processes`` children at once, grouped by n, so a Triton candidate's kernels
     compile in parallel (when they were not compiled ahead); the bench stage then times the
-    bench cases without repeating those calls.  While a candidate is timed nothing else
-    starts for this worker: the spares that replace the verify children start as the verify
-    stage begins (they import torch while the gates run; starting a child creates a CUDA
-    context, and an H200 run that did so during timing measured launch-bound cases 20-75%
-    slower), the bench stage waits until every spare still starting has finished, and the
-    timing child is pinned to ``timing_cpus``, away from the compile-ahead processes.
+    bench cases without repeating those calls.  Timed calls own the device
+    (:mod:`search.evaluate.device_gate`): every bench-mode job holds the worker's gate
+    exclusively, from its timing child's start to its last timed call; the verify stage, and
+    every child process from spawn until warm, hold it shared.  So nothing else runs on the
+    device or creates a context there while a candidate is timed (an H200 run that started a
+    child during timing measured launch-bound cases 20-75% slower), whichever lane does it,
+    and the timing child is pinned to ``timing_cpus``, away from the compile-ahead processes.
 
     ``prefetch`` announces a candidate that will come next: its kernels compile ahead
     (:mod:`search.evaluate.compile_ahead`) while this one is evaluated.
+
+    Stage times each evaluation reports beside the harness's (``stage_seconds``): ``settle``,
+    waiting for the exclusive hold before its timed jobs (spares still starting, another
+    lane's gate calls or bench job); ``device_wait``, its verify stage waiting for a shared
+    hold (another lane's bench job); ``queued``, from the pool's hand-over to its start
+    (behind this worker's busy lanes); ``idle``, how long the whole worker had nothing to do
+    before it began (0 while another lane was busy).  ``evaluations`` and ``busy_s`` count
+    every lane (``busy_s`` sums evaluation seconds, so with lanes it may exceed wall time).
     """
 
     def __init__(self, workdir: Path, env_extra: dict[str, str] | None = None, name: str = "worker",
-                 ahead: CompileAhead | None = None, timing_cpus: frozenset[int] | None = None) -> None:
+                 ahead: CompileAhead | None = None, timing_cpus: frozenset[int] | None = None,
+                 lanes: int = 1) -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.env = child_env(env_extra)
         self.name = name
         self.ahead = ahead
         self.timing_cpus = timing_cpus
+        self.lanes = max(1, lanes)
+        self.gate = DeviceGate()
+        self.children = ChildPool(self.env, self.gate, lanes=self.lanes, timing_cpus=timing_cpus)
         self.evaluations = 0
         self.busy_s = 0.0
-        self._last_finished: float | None = None
         self._lock = threading.Lock()
-        self._spares: list[ChildProcess] = []
+        self._active = 0  # evaluations running now, over all lanes
+        self._idle_since: float | None = None  # when the last running evaluation ended
         self._first_sizes: dict[str, set[int] | None] = {}  # announced: the sizes n its first stage needs
-        self._target_spares = 2  # one verify child and the bench child
-        # Children kept for the next candidate of a structure (most recent last): gate
-        # children, and one pinned timing child each.  A few structures at most, since each
-        # child holds a device context.
-        self._kept: OrderedDict[str, list[ChildProcess]] = OrderedDict()
-        self._kept_timing: OrderedDict[str, ChildProcess] = OrderedDict()
-        self.max_kept_structures = 3
-        self.reused = 0  # children handed a second or later job
-        self._top_up()
+        # Candidates being evaluated: a prefetch that arrives after its evaluation began (the
+        # actor's "ahead" group runs beside its lanes) must not start a compile nobody waits for.
+        self._running: set[str] = set()
+        self._announcing = threading.Lock()  # a prefetch's check and announce, against evaluate's
+        self.children.top_up()
 
-    def _top_up(self) -> None:
-        """Start children until ``_target_spares`` live ones wait (extra ones are closed)."""
-        with self._lock:
-            alive: list[ChildProcess] = []
-            for child in self._spares:
-                if child.proc.poll() is None and len(alive) < self._target_spares:
-                    alive.append(child)
-                else:
-                    child.close()
-            self._spares = alive
-            while len(self._spares) < self._target_spares:
-                self._spares.append(ChildProcess(env=self.env))
-
-    def _take(self, structure: str | None = None) -> ChildProcess:
-        """A child kept for ``structure``, else the oldest live spare, else a new child
-        (thread-safe: the verify stage takes several)."""
-        with self._lock:
-            kept = self._kept.get(structure or "", [])
-            while kept:
-                child = kept.pop()
-                if child.proc.poll() is None:
-                    self.reused += 1
-                    return child
-                child.close()
-            while self._spares:
-                child = self._spares.pop(0)
-                if child.proc.poll() is None:
-                    return child
-                child.close()
-        return ChildProcess(env=self.env)
-
-    def _keeper(self, structure: str, timing: bool) -> Callable[[ChildProcess], None]:
-        """Where a child that ended a job of ``structure`` cleanly goes: kept for the next one."""
-
-        def keep(child: ChildProcess) -> None:
-            with self._lock:
-                if timing:
-                    old = self._kept_timing.pop(structure, None)
-                    if old is not None and old is not child:
-                        old.close()
-                    self._kept_timing[structure] = child
-                else:
-                    self._kept.setdefault(structure, []).append(child)
-                    self._kept.move_to_end(structure)
-                    while len(self._kept[structure]) > self._target_spares:
-                        self._kept[structure].pop(0).close()
-                self._evict_locked()
-
-        return keep
-
-    def _evict_locked(self) -> None:
-        """Close the children of the least recently used structures beyond ``max_kept_structures``."""
-        for pool in (self._kept, self._kept_timing):
-            while len(pool) > self.max_kept_structures:
-                _, old = pool.popitem(last=False)
-                for child in old if isinstance(old, list) else [old]:
-                    child.close()
-
-    def _settle(self, timeout: float) -> None:
-        """Wait until no spare is still starting (dropping any that died or stalled)."""
-        with self._lock:
-            spares, self._spares = self._spares, []
-        alive = []
-        for child in spares:
-            if child.wait_warm(timeout):
-                alive.append(child)
-            else:
-                child.close()
-        with self._lock:
-            self._spares = alive + self._spares
+    @property
+    def reused(self) -> int:
+        """Children handed a second or later job."""
+        return self.children.reused
 
     @staticmethod
     def shapes(request: EvalRequest) -> list[tuple[int, int]]:
@@ -153,12 +104,31 @@ class Worker:
         """Announce a candidate this worker evaluates soon; True if its compile was queued."""
         if self.ahead is None:
             return False
+        with self._announcing:
+            if request.candidate_id in self._running:
+                return False
+            return self._announce(request)
+
+    def _announce(self, request: EvalRequest) -> bool:
+        assert self.ahead is not None
         path = materialize(request.source, self.workdir / "candidates")
         first = {c.n for c in request.bench_cases if request.screen is not None and c.name in request.screen.cases}
         with self._lock:
             self._first_sizes[request.candidate_id] = first or None
         return self.ahead.announce(request.candidate_id, path, self.shapes(request), first=first,
                                    kind=request.family)
+
+    def _begin(self, request: EvalRequest) -> None:
+        """Mark the evaluation begun.  With more than one lane, a request the pool started at
+        once (a free lane, nothing queued) is announced here: compiled by the JIT instead, its
+        kernels would compile inside the verify stage, holding the device gate against the
+        other lane's bench job for seconds."""
+        with self._announcing:
+            self._running.add(request.candidate_id)
+            if self.lanes > 1 and self.ahead is not None:
+                self._announce(request)  # no-op when it was prefetched
+        with self._lock:
+            self._first_sizes.pop(request.candidate_id, None)
 
     def compiled(self, candidate_ids: list[str]) -> list[str]:
         """Those of the announced ``candidate_ids`` whose first stage would not wait for a compile,
@@ -172,23 +142,6 @@ class Worker:
     def compile_room(self) -> int:
         """How many more candidates this worker could start compiling now (0 without compile-ahead)."""
         return self.ahead.room() if self.ahead is not None else 0
-
-    def _timing_child(self, structure: str | None = None) -> ChildProcess:
-        with self._lock:
-            kept = self._kept_timing.pop(structure, None) if structure else None
-        if kept is not None and kept.proc.poll() is None:
-            self.reused += 1
-            return kept  # pinned already
-        if kept is not None:
-            kept.close()
-        child = self._take()
-        if self.timing_cpus:
-            child.pin(self.timing_cpus)
-        return child
-
-    def _fresh_timing_child(self) -> ChildProcess:
-        """A new pinned child for a case re-run after it failed in a reused one."""
-        return ChildProcess.pinned(self.timing_cpus, env=self.env)
 
     def _wait_compile(self, request: EvalRequest, sizes: set[int] | None, extra: dict[str, float],
                       ahead: dict[str, float]) -> None:
@@ -208,63 +161,84 @@ class Worker:
 
     def _stage(self, request: EvalRequest, path: Path, verify_cases: list[Case], bench_cases: list[Case],
                extra: dict[str, float]) -> tuple[SuiteReport, SuiteReport | None]:
-        """Gate ``verify_cases`` and ``bench_cases`` in parallel children, then time ``bench_cases``."""
-        limits, policy = request.limits, request.timing
+        """Gate ``verify_cases`` and ``bench_cases`` in parallel children (a shared hold), then
+        time ``bench_cases`` (an exclusive hold per timed job)."""
+        limits = request.limits
         processes = max(1, min(request.verify_processes, os.cpu_count() or 1))
-        if processes + 1 != self._target_spares:
-            self._target_spares = processes + 1
-            self._top_up()
+        self.children.startup_timeout_s = limits.startup_timeout_s
+        self.children.set_per_lane(processes + 1)  # its verify children and the bench child
         gates = list(verify_cases) + list(bench_cases)
         fast = frozenset(c.name for c in bench_cases) if request.fast_gates else frozenset()
         structure = structure_fingerprint(request.source) if request.reuse_processes else None
-        taken = [self._take(structure) for _ in range(len(shape_groups(gates, processes)))]
-        self._top_up()  # replacements of spares taken import torch while the gates run, never while timing
-        keep = self._keeper(structure, timing=False) if structure else None
-        keep_timing = self._keeper(structure, timing=True) if structure else None
-        spare_lock = threading.Lock()
-
-        def spawn() -> ChildProcess:
-            with spare_lock:
-                if taken:
-                    return taken.pop(0)
-            return self._take()
-
+        keep = self.children.keeper(structure, timing=False) if structure else None
         reference = (materialize(request.reference_source, self.workdir / "candidates")
                      if request.reference_source is not None else None)
+        taken: list[ChildProcess] = []
         try:
-            verify = run_candidate_parallel(path, gates, processes=processes, suite=request.verify_suite,
-                                            mode="verify", device=request.device, limits=limits, fail_fast=True,
-                                            fast_gate_cases=fast, spawn=spawn, release=keep,
-                                            fresh=lambda: ChildProcess(env=self.env))
+            with self.gate.shared() as hold:
+                extra["device_wait"] = extra.get("device_wait", 0.0) + hold.waited_s
+                taken += [self.children.take(hold, structure) for _ in range(len(shape_groups(gates, processes)))]
+                self.children.top_up()  # replacements of spares taken start while the gates run
+                spare_lock = threading.Lock()
+
+                def spawn() -> ChildProcess:
+                    with spare_lock:
+                        if taken:
+                            return taken.pop(0)
+                    return self.children.take(hold)
+
+                verify = run_candidate_parallel(path, gates, processes=processes, suite=request.verify_suite,
+                                                mode="verify", device=request.device, limits=limits, fail_fast=True,
+                                                fast_gate_cases=fast, spawn=spawn, release=keep,
+                                                fresh=lambda: self.children.new_child(hold))
             bench = None
             if verify.ok:
-                settling = time.monotonic()
-                self._settle(request.limits.startup_timeout_s)
-                extra["settle"] = extra.get("settle", 0.0) + time.monotonic() - settling
                 parts: list[SuiteReport] = []
                 for cases, paused in self._timing_plan(request, bench_cases, reference is not None):
                     if parts and not parts[-1].ok:
                         break  # fail fast, as one call would
-                    if paused:
-                        self.ahead.pause()  # type: ignore[union-attr]
-                    try:
-                        parts.append(run_candidate(
-                            path, cases, suite=request.bench_suite, mode="bench", device=request.device,
-                            limits=limits, policy=policy, fail_fast=True, profile=request.profile, gate=False,
-                            spawn=lambda: self._timing_child(structure), reference=reference,
-                            release=keep_timing, fresh=self._fresh_timing_child))
-                    finally:
-                        if paused:
-                            self.ahead.resume()  # type: ignore[union-attr]
+                    parts.append(self._timed(request, path, cases, paused, structure, reference, extra))
                 bench = parts[0] if len(parts) == 1 else merge_reports(parts[0], parts[1], list(bench_cases))
         finally:
             for child in taken:  # not needed after all: kept ones stay kept
                 if keep is not None and child.jobs > 0 and child.proc.poll() is None:
                     keep(child)
                 else:
-                    child.close()
-            self._top_up()  # the bench child's replacement (if a spare was used) starts now, after timing
+                    self.children.discard(child)
+            self.children.top_up()  # the bench child's replacement (if a spare was used) starts after timing
         return verify, bench
+
+    def _timed(self, request: EvalRequest, path: Path, cases: list[Case], paused: bool, structure: str | None,
+               reference: Path | None, extra: dict[str, float]) -> SuiteReport:
+        """One bench-mode job, the whole of it (its timing child's start, a fresh re-run, the
+        reference timed in the same child) under the exclusive hold."""
+        keep_timing = self.children.keeper(structure, timing=True) if structure else None
+        with self.gate.exclusive() as hold:
+            extra["settle"] = extra.get("settle", 0.0) + hold.waited_s
+            with self._compiles_stopped(hold, paused):
+                return run_candidate(
+                    path, cases, suite=request.bench_suite, mode="bench", device=request.device,
+                    limits=request.limits, policy=request.timing, fail_fast=True, profile=request.profile,
+                    gate=False, spawn=lambda: self.children.timing_child(hold, structure), reference=reference,
+                    release=keep_timing, fresh=lambda: self.children.new_child(hold, pinned=True))
+
+    @contextmanager
+    def _compiles_stopped(self, hold: Hold, paused: bool) -> Iterator[None]:
+        """The compile-ahead processes stopped (SIGSTOP) for one timed job, if ``paused``.
+
+        CompileAhead's pause is a flag, not a count: with two lanes, one lane's resume would
+        restart the compiles under the other lane's paused timing.  So only the exclusive holder
+        pauses and resumes, and one holds it at a time: the pairs cannot interleave."""
+        if not paused or self.ahead is None:
+            yield
+            return
+        if hold.kind != "exclusive" or not hold.held:
+            raise RuntimeError("compiles are paused only by the holder of the exclusive device gate")
+        self.ahead.pause()
+        try:
+            yield
+        finally:
+            self.ahead.resume()
 
     def _timing_plan(self, request: EvalRequest, cases: list[Case], recheck: bool) -> list[tuple[list[Case], bool]]:
         """(cases, compiles paused?) in the order they are timed: the cases the request expects
@@ -280,24 +254,41 @@ class Worker:
         return [(part, paused) for part, paused in ((long, False), (short, True)) if part] or [(list(cases), True)]
 
     def evaluate(self, request: EvalRequest) -> EvalOutcome:
+        """Evaluate one request (thread-safe: each of up to ``lanes`` callers is one lane)."""
         started = time.time()
         extra: dict[str, float] = {}
         if request.dispatched_at is not None:
-            extra["queued"] = max(0.0, started - request.dispatched_at)  # behind this worker's current one
-        if self._last_finished is not None:
-            extra["idle"] = max(0.0, started - self._last_finished)  # this evaluator had nothing to do
-        path = materialize(request.source, self.workdir / "candidates")
+            extra["queued"] = max(0.0, started - request.dispatched_at)  # behind this worker's busy lanes
         with self._lock:
-            self._first_sizes.pop(request.candidate_id, None)
+            if self._idle_since is not None:
+                # The whole evaluator had nothing to do; no time is idle while another lane works.
+                extra["idle"] = max(0.0, started - self._idle_since) if self._active == 0 else 0.0
+            self._active += 1
+        try:
+            outcome = self._evaluate(request, started, extra)
+        finally:
+            with self._announcing:
+                self._running.discard(request.candidate_id)  # evaluated again (after a loss): announced again
+            with self._lock:
+                self._active -= 1
+                if self._active == 0:
+                    self._idle_since = time.time()
+        with self._lock:
+            self.evaluations += 1
+            self.busy_s += outcome.busy_s
+        return outcome
+
+    def _evaluate(self, request: EvalRequest, started: float, extra: dict[str, float]) -> EvalOutcome:
+        path = materialize(request.source, self.workdir / "candidates")
+        self._begin(request)
         ahead: dict[str, float] = {}
         plan = request.screen
         screen = [c for c in request.bench_cases if plan is not None and c.name in plan.cases]
         if not screen:
             self._wait_compile(request, None, extra, ahead)
             verify, bench = self._stage(request, path, list(request.verify_cases), list(request.bench_cases), extra)
-            outcome = outcome_from_reports(request, verify, bench, started, worker=self.name, extra_stages=extra,
-                                           ahead=ahead)
-            return self._count(outcome)
+            return outcome_from_reports(request, verify, bench, started, worker=self.name, extra_stages=extra,
+                                        ahead=ahead)
         assert plan is not None
         sizes = {c.n for c in screen}
         self._wait_compile(request, sizes, extra, ahead)
@@ -307,9 +298,8 @@ class Worker:
         if passed and is_screened_out(bench.geomean_ms, plan):  # type: ignore[union-attr, arg-type]
             if self.ahead is not None:
                 self.ahead.cancel(request.candidate_id)  # its other sizes are never needed
-            outcome = outcome_from_reports(request, verify, bench, started, worker=self.name, extra_stages=extra,
-                                           ahead=ahead, screened=plan)
-            return self._count(outcome)
+            return outcome_from_reports(request, verify, bench, started, worker=self.name, extra_stages=extra,
+                                        ahead=ahead, screened=plan)
         if passed:
             self._wait_compile(request, None, extra, ahead)
             rest = [c for c in request.bench_cases if c.name not in plan.cases]
@@ -319,23 +309,10 @@ class Worker:
             bench = merge_reports(bench, bench2, request.bench_cases) if bench2 is not None else None  # type: ignore[arg-type]
         elif self.ahead is not None:
             self.ahead.cancel(request.candidate_id)
-        outcome = outcome_from_reports(request, verify, bench, started, worker=self.name, extra_stages=extra,
-                                       ahead=ahead)
-        return self._count(outcome)
-
-    def _count(self, outcome: EvalOutcome) -> EvalOutcome:
-        self.evaluations += 1
-        self.busy_s += outcome.busy_s
-        self._last_finished = time.time()
-        return outcome
+        return outcome_from_reports(request, verify, bench, started, worker=self.name, extra_stages=extra,
+                                    ahead=ahead)
 
     def close(self) -> None:
         if self.ahead is not None:
             self.ahead.close()
-        with self._lock:
-            kept = [c for pool in self._kept.values() for c in pool] + list(self._kept_timing.values())
-            for child in self._spares + kept:
-                child.close()
-            self._spares = []
-            self._kept.clear()
-            self._kept_timing.clear()
+        self.children.close()

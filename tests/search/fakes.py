@@ -43,6 +43,7 @@ class ToyFamily:
     baseline: bool = False
     space: type[ParamSpace] = ToySpace
     text: str = TOY_SOURCE
+    needs_cuda: bool = False  # as kernels.families.RegisteredFamily: toy kernels run anywhere
 
     def source(self) -> str:
         return self.text
@@ -91,10 +92,11 @@ class FakePool:
     judge: Callable[[EvalRequest], EvalOutcome] = default_judge
     lose: dict[str, int] = field(default_factory=dict)  # candidate id -> times to lose it
     submitted: list[str] = field(default_factory=list)
+    lanes: int = 1  # requests in flight per evaluator, as RayPool's lanes
     _flight: list[EvalRequest] = field(default_factory=list)
 
     def free_slots(self) -> int:
-        return self.size - len(self._flight)
+        return self.size * self.lanes - len(self._flight)
 
     def submit(self, request: EvalRequest) -> None:
         if self.free_slots() <= 0:  # as RayPool does: the loop must not oversubscribe evaluators

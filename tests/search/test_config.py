@@ -22,11 +22,24 @@ def test_defaults_come_from_one_place():
     cpu = default_config(cuda=False)
     assert cpu.evaluation.device == "cpu" and cpu.evaluation.bench_suite == "smoke-bench"
     assert default_config(cuda=True).evaluation.bench_suite == "qrv2-bench"
+    # Without a GPU the default leaves out the CUDA C++ families (they would time torch.geqrf).
+    cuda_only = {n for n, f in FAMILIES.items() if f.needs_cuda}
+    assert cuda_only and not cuda_only & {f.name for f in cpu.families}
+    assert cuda_only <= {f.name for f in default_config(cuda=True).families}
+
+
+def test_a_cuda_family_in_a_cpu_run_is_an_error_that_names_it(tmp_path):
+    path = tmp_path / "cpu.yaml"
+    path.write_text("families: [{name: householder_unblocked}, {name: cuda_onchip}]\n"
+                    "evaluation: {device: cpu, verify_suite: smoke-quick, bench_suite: smoke-bench}\n")
+    with pytest.raises(ConfigError, match=r"cuda_onchip.*need a GPU"):
+        RunConfig.from_yaml(path)
 
 
 @pytest.mark.parametrize("text, needle", [
     ("budget: {max_eval: 3}", "budget.max_eval: unknown field"),
     ("evaluation: {bench_suite: nope}", "evaluation.bench_suite"),
+    ("evaluation: {lanes: 0}", "evaluation.lanes"),
     ("families: [{name: not_a_family}]", "unknown families"),
     ("name: 'has space'", "name"),
     ("llm: {api_key_env: '1BAD'}", "llm.api_key_env"),

@@ -73,6 +73,20 @@ def test_runs_to_budget_and_learns(tmp_path, families):
     assert loop.stop_requested.startswith("evaluation budget")
 
 
+def test_queued_work_beyond_the_evaluation_budget_stays_pending(tmp_path, families):
+    """An evaluator with lanes takes more at once than is left of the budget (the seeds, or a resumed
+    run's re-queued work): only what the budget allows goes out; the rest waits for a resume."""
+    pool = FakePool(size=1, lanes=4)
+    loop = make_loop(config(tmp_path), families, pool=pool, max_evals=2)
+    loop.start()
+    assert len(loop.queue) >= 3  # the seeds
+    loop.step(timeout=0)
+    assert len(pool.inflight()) == 2 and pool.free_slots() == 2
+    loop.run_until_done()
+    assert int(loop.run.store.counter("gpu_evaluations")) == 2 and len(pool.submitted) == 2
+    assert sum(c.state is State.PENDING for c in loop.run.store.list_candidates()) >= 1
+
+
 def test_never_oversubscribes_and_keeps_evaluators_busy(tmp_path, families):
     pool = FakePool(size=3)
     loop = make_loop(config(tmp_path), families, pool=pool, max_evals=20)

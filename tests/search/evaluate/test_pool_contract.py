@@ -94,3 +94,37 @@ def test_stats_name_every_evaluator(pool: EvaluatorPool) -> None:
     assert isinstance(stats, PoolStats) and stats.evaluators == pool.size == 1 and stats.ready == 1
     assert len(stats.busy_fraction) == 1
     assert all(0.0 <= busy <= 1.0 for busy in stats.busy_fraction.values())
+
+
+@pytest.fixture(params=["fake", "ray"])
+def two_lanes(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EvaluatorPool]:
+    """One evaluator with two lanes (``evaluation.lanes: 2``)."""
+    made: EvaluatorPool
+    if request.param == "fake":
+        made = FakePool(size=1, lanes=2)
+    else:
+        request.getfixturevalue("local_ray")
+        from search.evaluate.ray_pool import RayPool
+
+        made = RayPool(workdir=tmp_path / "work", gpus=0, cpu_evaluators=1, lanes=2)
+    yield made
+    made.shutdown()
+
+
+def test_an_evaluator_with_two_lanes_runs_two_requests_at_once_and_returns_each_once(two_lanes: EvaluatorPool) -> None:
+    assert two_lanes.size == 1  # evaluators, not lanes
+    assert wait_for_slot(two_lanes) == 2
+    two_lanes.submit(request("c0000001"))
+    two_lanes.submit(request("c0000002"))
+    assert sorted(two_lanes.inflight()) == ["c0000001", "c0000002"] and two_lanes.free_slots() == 0
+    with pytest.raises(RuntimeError, match="free slot"):
+        two_lanes.submit(request("c0000003"))
+    events = drain(two_lanes, 2)
+    done = {e.outcome.candidate_id: e.outcome for e in events if isinstance(e, Completed)}
+    assert sorted(done) == ["c0000001", "c0000002"] and len(events) == 2
+    assert all(o.state is State.VERIFIED for o in done.values()), {k: o.reason for k, o in done.items()}
+    first, second = (o.result for o in done.values())
+    if first.started_at is not None:  # a real evaluator: the two evaluations ran at the same time
+        assert first.started_at < second.finished_at and second.started_at < first.finished_at  # type: ignore[operator]
+    assert two_lanes.free_slots() == 2 and drain(two_lanes, 1, timeout=2.0) == []
+    assert all(0.0 <= busy <= 1.0 for busy in two_lanes.stats().busy_fraction.values())

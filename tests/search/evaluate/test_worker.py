@@ -85,9 +85,9 @@ def test_bench_cases_are_gated_by_reference_calls_in_the_verify_stage(worker):
 
 
 def test_spare_children_are_replaced_after_each_use(worker):
-    before = list(worker._spares)
+    before = worker.children.spares() + worker.children.starting()
     worker.evaluate(request(BASELINE_PATH.read_text(), verify_processes=2, reuse_processes=False))
-    after = worker._spares
+    after = worker.children.spares() + worker.children.starting()  # the replacements start at the end
     processes = min(2, os.cpu_count() or 1)
     assert len(after) == processes + 1  # the verify stage's children and the bench child
     assert not set(map(id, after)) & set(map(id, before))
@@ -96,10 +96,11 @@ def test_spare_children_are_replaced_after_each_use(worker):
 
 def test_no_child_starts_while_a_candidate_is_timed(worker, monkeypatch):
     import kernels.harness.runner as runner_module
+    import search.evaluate.children as children_module
     import search.evaluate.worker as worker_module
 
     started, stage = [], {"now": "idle"}
-    real_child, real_run = worker_module.ChildProcess, worker_module.run_candidate
+    real_child, real_run = children_module.ChildProcess, worker_module.run_candidate
 
     def counting_child(*args, **kwargs):
         started.append(stage["now"])
@@ -108,13 +109,14 @@ def test_no_child_starts_while_a_candidate_is_timed(worker, monkeypatch):
     def tracking_run(*args, **kwargs):
         stage["now"] = kwargs.get("mode", "verify")
         if stage["now"] == "bench":  # spares started earlier have finished starting
-            stage["spares_warm"] = all(child.warm for child in worker._spares)
+            stage["spares_warm"] = all(child.warm for child in worker.children.spares()) and \
+                not worker.children.starting() and worker.gate.state().writer
         try:
             return real_run(*args, **kwargs)
         finally:
             stage["now"] = "idle"
 
-    monkeypatch.setattr(worker_module, "ChildProcess", counting_child)
+    monkeypatch.setattr(children_module, "ChildProcess", counting_child)
     monkeypatch.setattr(runner_module, "ChildProcess", counting_child)
     monkeypatch.setattr(worker_module, "run_candidate", tracking_run)
     out = worker.evaluate(request(BASELINE_PATH.read_text(), verify_processes=2))
@@ -127,7 +129,8 @@ def test_stage_seconds_say_where_the_time_went(worker):
     out = worker.evaluate(request(BASELINE_PATH.read_text(), profile=True))
     stages = out.result.stage_seconds
     assert {"verify", "bench", "rechecks", "profile", "startup", "settle"} <= set(stages)
-    assert set(stages) <= {"verify", "bench", "rechecks", "profile", "startup", "settle", "idle", "queued"}
+    assert set(stages) <= {"verify", "bench", "rechecks", "profile", "startup", "settle", "device_wait", "idle",
+                           "queued"}
     assert 0 <= stages["startup"] < stages["verify"] + stages["bench"]
     assert 0 < stages["rechecks"] < stages["bench"] and 0 < stages["profile"] < stages["bench"]
     assert stages["verify"] + stages["bench"] <= out.result.eval_seconds + 1e-6
@@ -139,7 +142,7 @@ def test_children_of_one_structure_share_processes_and_a_crash_blames_only_its_c
     processes (no start-up, nothing to wait for before timing); the child that crashes in one
     is the only one blamed, and the next one runs normally."""
     import kernels.harness.runner as runner_module
-    import search.evaluate.worker as worker_module
+    import search.evaluate.children as children_module
     from tests.kernels.test_reuse import TEMPLATE
 
     starts: list[str] = []
@@ -149,7 +152,7 @@ def test_children_of_one_structure_share_processes_and_a_crash_blames_only_its_c
         starts.append("start")
         return real_child(*args, **kwargs)
 
-    monkeypatch.setattr(worker_module, "ChildProcess", counting_child)
+    monkeypatch.setattr(children_module, "ChildProcess", counting_child)
     monkeypatch.setattr(runner_module, "ChildProcess", counting_child)
     w = Worker(tmp_path / "work", name="cpu0")
     try:

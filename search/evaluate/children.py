@@ -1,0 +1,304 @@
+"""The evaluation processes of one worker: warm spares, children still starting, children kept
+per structure, and the timing children; every start covered by the device gate.
+
+Starting a child creates a CUDA context, which must never overlap a timed call
+(:mod:`search.evaluate.device_gate`).  So a child is only ever started under a hold: a spare
+under a shared hold of its own from spawn until it is warm (a watcher thread waits for its first
+message, puts it among the spares and releases the hold), a child a stage starts directly under
+that stage's hold (the verify stage's shared one, or the bench job's exclusive one for its own
+timing child).  A bench job therefore never starts while a spare is still starting: the exclusive
+hold waits for it.
+
+Thread-safe: the lanes of a worker take children at once.  A child is handed to one caller only:
+every list it can be taken from is changed under one lock, and a spare still starting is
+*claimed* by one caller, who waits for its watcher.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Callable
+
+from kernels.harness.runner import ChildProcess
+from kernels.harness.settings import RunLimits
+from search.evaluate.device_gate import DeviceGate, Hold
+
+
+@dataclass(eq=False)
+class _Starting:
+    """A spare between spawn and warm (or death), holding the gate while it starts."""
+
+    child: ChildProcess
+    hold: Hold
+    done: threading.Event = field(default_factory=threading.Event)
+    claimed: bool = False  # a caller waits for it: the watcher hands it over instead of keeping it
+
+
+class ChildPool:
+    """Spares, starting children and kept children of one worker (see the module docstring).
+
+    ``per_lane`` children is what one evaluation takes at most (its verify children and its
+    timing child), so the spares kept warm are ``lanes * per_lane``: two lanes that both start a
+    new structure find their children started.  Children kept for a structure are capped the
+    same way, at most ``max_kept_structures`` structures (each child holds a device context)."""
+
+    def __init__(self, env: dict[str, str], gate: DeviceGate, lanes: int = 1,
+                 timing_cpus: frozenset[int] | None = None, per_lane: int = 2) -> None:
+        self.env = env
+        self.gate = gate
+        self.lanes = max(1, lanes)
+        self.timing_cpus = timing_cpus
+        self.per_lane = per_lane  # one verify child and the bench child until a request says more
+        self.startup_timeout_s = RunLimits().startup_timeout_s  # the latest request's, for spares
+        self.max_kept_structures = 3
+        self.reused = 0  # children handed a second or later job
+        self._lock = threading.Lock()
+        self._spares: list[ChildProcess] = []  # warm, waiting for a job
+        self._starting: list[_Starting] = []
+        self._kept: OrderedDict[str, list[ChildProcess]] = OrderedDict()  # gate children, most recent last
+        self._kept_timing: OrderedDict[str, ChildProcess] = OrderedDict()  # pinned already
+        self._to_close: list[ChildProcess] = []  # live children to close once a shared hold is granted
+        self._closed = False
+        self._refill = threading.Condition(self._lock)  # wakes the refill thread
+        self._refill_wanted = False
+        self._refiller = threading.Thread(target=self._refill_forever, daemon=True, name="spares")
+        self._refiller.start()
+
+    @property
+    def target(self) -> int:
+        return self.lanes * self.per_lane
+
+    def set_per_lane(self, per_lane: int) -> None:
+        with self._lock:
+            changed = per_lane != self.per_lane
+            self.per_lane = per_lane
+        if changed:
+            self.top_up()
+
+    def spares(self) -> list[ChildProcess]:
+        """The warm spares now (a copy)."""
+        with self._lock:
+            return list(self._spares)
+
+    def starting(self) -> list[ChildProcess]:
+        """The spares still starting now (a copy)."""
+        with self._lock:
+            return [entry.child for entry in self._starting]
+
+    # --- spares ----------------------------------------------------------------------------
+
+    def top_up(self) -> None:
+        """Start spares until ``target`` are warm or starting (extra or dead ones are closed).
+
+        They start now if the gate grants a shared hold at once, else (a bench job runs or
+        waits) the refill thread starts them once it gets one: never during a timed job."""
+        self.discard(*self._prune())
+        hold = self.gate.try_shared()
+        if hold is None:
+            self._wake_refill()
+            return
+        try:
+            self._spawn_spares(hold)
+        finally:
+            hold.release()
+
+    def discard(self, *children: ChildProcess) -> None:
+        """Close children no one needs.  A live one holds a device context, whose teardown is
+        driver work on the device: it is closed under a shared hold, now if one is granted at
+        once, else by the refill thread once a bench job is over."""
+        live = [c for c in children if c.proc.poll() is None]
+        for child in children:
+            if child not in live:
+                child.close()
+        if not live:
+            return
+        hold = self.gate.try_shared()
+        if hold is None:
+            with self._lock:
+                self._to_close += live
+            self._wake_refill()
+            return
+        with hold:
+            for child in live:
+                child.close()
+
+    def _wake_refill(self) -> None:
+        with self._lock:
+            self._refill_wanted = True
+            self._refill.notify_all()
+
+    def _prune(self) -> list[ChildProcess]:
+        """Drop dead spares and those beyond the target; the ones to close."""
+        with self._lock:
+            alive: list[ChildProcess] = []
+            extra: list[ChildProcess] = []
+            for child in self._spares:
+                if child.proc.poll() is None and len(alive) + len(self._starting) < self.target:
+                    alive.append(child)
+                else:
+                    extra.append(child)
+            self._spares = alive
+        return extra
+
+    def _spawn_spares(self, hold: Hold) -> None:
+        """Spawn what the target lacks, each spare under a share of ``hold`` until it is warm."""
+        while True:
+            with self._lock:
+                if self._closed or len(self._spares) + len(self._starting) >= self.target:
+                    return
+                share = hold.share()  # before the process exists: its whole start is covered
+                try:
+                    entry = _Starting(child=ChildProcess(env=self.env), hold=share)
+                except BaseException:
+                    share.release()
+                    raise
+                self._starting.append(entry)
+                timeout = self.startup_timeout_s
+            threading.Thread(target=self._watch, args=(entry, timeout), daemon=True, name="spare-start").start()
+
+    def _watch(self, entry: _Starting, timeout: float) -> None:
+        """Wait for a starting spare's first message; then it is a spare (or handed to the caller
+        who claimed it, or closed if it died or stalled), and only then is its hold released, so
+        a bench job that gets the gate next finds it warm."""
+        try:
+            warm = entry.child.wait_warm(timeout)
+        except Exception:  # a closed pipe (the pool closed it): not warm
+            warm = False
+        close = False
+        with self._lock:
+            self._starting.remove(entry)
+            if not entry.claimed:
+                if warm and not self._closed:
+                    self._spares.append(entry.child)
+                else:
+                    close = True
+        if close:
+            entry.child.close()
+        entry.done.set()
+        entry.hold.release()
+
+    def _refill_forever(self) -> None:
+        """Close and start what ``discard`` and ``top_up`` could not at once, as soon as a shared
+        hold is granted (after the bench jobs that run or wait)."""
+        while True:
+            with self._lock:
+                while not self._refill_wanted and not self._closed:
+                    self._refill.wait()
+                if self._closed:
+                    return
+                self._refill_wanted = False
+            hold = self.gate.shared()
+            try:
+                with self._lock:
+                    closing, self._to_close = self._to_close, []
+                for child in closing:
+                    child.close()
+                self._spawn_spares(hold)
+            finally:
+                hold.release()
+
+    # --- handing children out --------------------------------------------------------------
+
+    def new_child(self, hold: Hold, pinned: bool = False) -> ChildProcess:
+        """A new child started under the caller's ``hold`` (its stage's: a verify stage's shared
+        hold, or a bench job's exclusive one for its own timing child)."""
+        if not hold.held:
+            raise RuntimeError("a child may start only while its stage holds the device gate")
+        return ChildProcess.pinned(self.timing_cpus, env=self.env) if pinned else ChildProcess(env=self.env)
+
+    def take(self, hold: Hold, structure: str | None = None) -> ChildProcess:
+        """A child kept for ``structure``, else the oldest warm spare, else a starting spare
+        (waited for), else a new child under ``hold``."""
+        while True:
+            claimed: _Starting | None = None
+            with self._lock:
+                kept = self._kept.get(structure or "", [])
+                while kept:
+                    child = kept.pop()
+                    if child.proc.poll() is None:
+                        self.reused += 1
+                        return child
+                    child.close()
+                while self._spares:
+                    child = self._spares.pop(0)
+                    if child.proc.poll() is None:
+                        return child
+                    child.close()
+                claimed = next((e for e in self._starting if not e.claimed), None)
+                if claimed is not None:
+                    claimed.claimed = True
+            if claimed is None:
+                return self.new_child(hold)
+            claimed.done.wait()  # bounded by the watcher's start-up timeout
+            if claimed.child.warm and claimed.child.proc.poll() is None:
+                return claimed.child
+            claimed.child.close()
+
+    def timing_child(self, hold: Hold, structure: str | None = None) -> ChildProcess:
+        """The pinned child kept for ``structure``'s timing, else a spare pinned now, else a new
+        pinned child (under the bench job's exclusive ``hold``: no spare can be starting then)."""
+        with self._lock:
+            kept = self._kept_timing.pop(structure, None) if structure else None
+            if kept is not None and kept.proc.poll() is None:
+                self.reused += 1
+                return kept
+        if kept is not None:
+            kept.close()
+        child = self.take(hold)
+        if self.timing_cpus:
+            child.pin(self.timing_cpus)
+        return child
+
+    def keeper(self, structure: str, timing: bool) -> Callable[[ChildProcess], None]:
+        """Where a child that ended a job of ``structure`` cleanly goes: kept for the next one."""
+
+        def keep(child: ChildProcess) -> None:
+            closing: list[ChildProcess] = []
+            with self._lock:
+                if self._closed:
+                    closing.append(child)
+                elif timing:
+                    old = self._kept_timing.pop(structure, None)
+                    if old is not None and old is not child:
+                        closing.append(old)
+                    self._kept_timing[structure] = child
+                else:
+                    pool = self._kept.setdefault(structure, [])
+                    pool.append(child)
+                    self._kept.move_to_end(structure)
+                    while len(pool) > self.target:
+                        closing.append(pool.pop(0))
+                closing += self._evict_locked()
+            for old in closing:
+                old.close()
+
+        return keep
+
+    def _evict_locked(self) -> list[ChildProcess]:
+        """The children of the least recently used structures beyond ``max_kept_structures``."""
+        out: list[ChildProcess] = []
+        for pool in (self._kept, self._kept_timing):
+            while len(pool) > self.max_kept_structures:
+                _, old = pool.popitem(last=False)
+                out += old if isinstance(old, list) else [old]
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._refill.notify_all()
+            kept = [c for pool in self._kept.values() for c in pool] + list(self._kept_timing.values())
+            children = self._spares + kept + self._to_close
+            self._to_close = []
+            starting = [e.child for e in self._starting]
+            self._spares = []
+            self._kept.clear()
+            self._kept_timing.clear()
+        for child in children:
+            child.close()
+        for child in starting:
+            # Killed, not closed: its watcher still reads its pipe, sees it end, closes it and
+            # releases its hold (closing the pipe under the watcher could hand it a reused fd).
+            child.kill()
