@@ -167,6 +167,74 @@ PLANS: dict[str, list[Variant]] = {
                 ["40x176", "40x352", "640x512"]),
         Variant("blocked_wy", "leaf32-bn64", {"bn": 64}, ["40x176", "40x352", "640x512"]),
     ],
+    # Fourth run (kernels v3): the CUDA C++ families (cuda_onchip for small n, cuda_blocked:
+    # CUDA panels + cuBLAS FP32 updates), and an A/B of the tensor-core (tf32x3) settings the
+    # run-h search found for lookahead_split, and of blocked_wy's run-h champion.
+    "r4": [
+        Variant("cuda_onchip", "default", {}, ["20x32", "40x176"], _tests(32, 176)),
+        Variant("cuda_onchip", "w32-2", {"warps_32": 2}, ["20x32"]),
+        Variant("cuda_onchip", "w32-4", {"warps_32": 4}, ["20x32"]),
+        Variant("cuda_onchip", "w192-32", {"warps_192": 32}, ["40x176"]),
+        Variant("cuda_blocked", "default", {}, ["40x352", "640x512", "60x1024"], _tests(352, 512, 1024)),
+        Variant("cuda_blocked", "nb32", {"nb_le512": 32}, ["40x352", "640x512"]),
+        Variant("cuda_blocked", "nb16", {"nb_le512": 16, "nb_le1024": 16}, ["40x352", "640x512", "60x1024"]),
+        Variant("cuda_blocked", "nb32-w32", {"nb_le512": 32, "warps_nb32": 32}, ["40x352", "640x512"]),
+        Variant("cuda_blocked", "graph", {"graph": True}, ["40x352", "640x512", "60x1024"], _tests(352, 1024)),
+        Variant("lookahead_split", "default", {}, ["40x352", "640x512", *BIG]),
+        Variant("lookahead_split", "x3wu", {"prec_w": "tf32x3", "prec_u": "tf32x3"}, ["40x352", "640x512", *BIG],
+                _tests(512, 1024, 2048, kinds=HARD)),
+        Variant("lookahead_split", "c241", {"bn": 64, "panel_elems": 16384, "bm_min": 128, "warps_bm_le1024": 4,
+                                             "prec_w": "tf32x3", "prec_u": "tf32x3"}, ["40x352", "640x512", *BIG]),
+        Variant("blocked_wy", "default", {}, ["40x176", "40x352", "640x512"]),
+        Variant("blocked_wy", "c167", {"maxnreg_le256": 168, "maxnreg_gt1024": 128, "leaf": 64,
+                                       "join_reduce": False, "max_n": 1024}, ["40x176", "40x352", "640x512"]),
+        Variant("householder_unblocked", "default", {}, ["20x32"]),
+    ],
+    # Fifth run: both CUDA kernels reduce all of a warp's columns in one butterfly (r4 waited out
+    # each column's five shuffles in turn), cuda_blocked blocks panels recursively (K of the
+    # trailing GEMMs = block width), and the new Triton defaults (r4's lookahead_split c241 and
+    # blocked_wy c167 settings).
+    "r5": [
+        Variant("cuda_onchip", "default", {}, ["20x32", "40x176"], _tests(32, 176)),
+        Variant("cuda_onchip", "w32-2", {"warps_32": 2}, ["20x32"]),
+        Variant("cuda_onchip", "w32-4", {"warps_32": 4}, ["20x32"]),
+        Variant("cuda_onchip", "w192-32", {"warps_192": 32}, ["40x176"]),
+        Variant("cuda_blocked", "default", {}, ["40x352", "640x512", "60x1024"], _tests(352, 512, 1024)),
+        Variant("cuda_blocked", "b64", {"block_le512": 64}, ["40x352", "640x512"]),
+        Variant("cuda_blocked", "b256", {"block_le512": 256}, ["40x352", "640x512"], _tests(512, kinds=HARD)),
+        Variant("cuda_blocked", "nb32-b128", {"nb_le512": 32}, ["40x352", "640x512"]),
+        Variant("cuda_blocked", "nb32-w32-b128", {"nb_le512": 32, "warps_nb32": 32}, ["40x352", "640x512"]),
+        Variant("cuda_blocked", "b1024-128", {"block_le1024": 128}, ["60x1024"], _tests(1024, kinds=HARD)),
+        Variant("cuda_blocked", "b1024-32", {"block_le1024": 32}, ["60x1024"]),
+        Variant("cuda_blocked", "graph", {"graph": True}, ["40x352", "640x512", "60x1024"]),
+        Variant("lookahead_split", "default", {}, ["40x352", "640x512", *BIG], _tests(352, 512, 1024, 2048, 4096)),
+        Variant("blocked_wy", "default", {}, ["40x176", "40x352", "640x512"], _tests(176, 352, 512)),
+        Variant("householder_unblocked", "default", {}, ["20x32"]),
+    ],
+    # Sixth run: r5's kernels with straight-line butterflies (r5's per-column branches around the
+    # shuffles serialised them), a blocked column layout in cuda_onchip (finished warps skip), no
+    # local-memory tiles (the alpha select became an indexed load), 1024-row panels on 16 warps.
+    "r6": [
+        Variant("cuda_onchip", "default", {}, ["20x32", "40x176"], _tests(32, 176)),
+        Variant("cuda_onchip", "w32-1", {"warps_32": 1}, ["20x32"]),
+        Variant("cuda_onchip", "w32-2", {"warps_32": 2}, ["20x32"]),
+        Variant("cuda_onchip", "w192-16", {"warps_192": 16}, ["40x176"]),
+        Variant("cuda_blocked", "default", {}, ["40x352", "640x512", "60x1024"], _tests(352, 512, 1024)),
+        Variant("cuda_blocked", "nb32-w32-b128", {"nb_le512": 32, "warps_nb32": 32}, ["40x352", "640x512"]),
+        Variant("cuda_blocked", "b64", {"block_le512": 64}, ["40x352", "640x512"]),
+        Variant("cuda_blocked", "b1024-128", {"block_le1024": 128}, ["60x1024"], _tests(1024, kinds=HARD)),
+        Variant("cuda_blocked", "nb16-b64", {"nb_le1024": 16}, ["60x1024"]),
+        Variant("cuda_blocked", "n4096", {"max_n": 4096}, ["8x2048", "2x4096"], _tests(2048, 4096)),
+        Variant("cuda_blocked", "n4096-nb8-b64", {"max_n": 4096, "nb_le2048": 8, "block_gt1024": 64},
+                ["8x2048", "2x4096"]),
+    ],
+    # cuda_blocked's tall panels (16 and 8 columns of up to 4096 rows, replayed as a CUDA graph).
+    "tall": [
+        Variant("cuda_blocked", "n4096", {"max_n": 4096}, ["8x2048", "2x4096"], _tests(2048, 4096)),
+        Variant("cuda_blocked", "n4096-nb8-b64", {"max_n": 4096, "nb_le2048": 8, "block_gt1024": 64},
+                ["8x2048", "2x4096"]),
+        Variant("cuda_blocked", "n4096-b256", {"max_n": 4096, "block_gt1024": 256}, ["8x2048", "2x4096"]),
+    ],
 }
 
 

@@ -6,6 +6,7 @@
 # A device command may run 10 minutes at most, so a 10-minute search runs detached and spans two calls:
 #   bash scripts/device_search.sh start 10 1     # launch detached, report progress for ~9.5 min
 #   bash scripts/device_search.sh collect 1      # next call (machine still warm): wait, collect
+# (WATCH_S sets how long start watches, 470 s by default: less when the call does other work first)
 # or, for short searches that fit in one call (counts run one after another):
 #   bash scripts/device_search.sh run 3 "1 2"
 # Outputs under $OUT: env.txt, gpuN.log, statusN.json, timelineN.txt (where the time went: scripts/run_timeline.py),
@@ -59,17 +60,20 @@ honesty() {  # honesty G: a standalone `qrsearch bench` of each seed file on the
 print(','.join(map(str, sorted(split_cpus(sorted(os.sched_getaffinity(0)), 0, 1)[0]))))")
   while read -r file cases family short; do
     i=$((i + 1))
-    TRITON_CACHE_DIR=$PWD/$run/triton-cache python3 -m search bench "$file" --suite qrv2-bench --no-baseline \
+    TRITON_CACHE_DIR=$PWD/$run/triton-cache TORCH_EXTENSIONS_DIR=$PWD/$run/torch-extensions \
+        python3 -m search bench "$file" --suite qrv2-bench --no-baseline \
         --cpus "$cpus" --cases "$cases" --json "$STATE/bench_seed$i.json" > "$STATE/bench_seed$i.txt" 2>&1 || echo "bench of $family: exit $?"
   done < "$STATE/seeds.txt"
-  # The noise floor: the launch-bound cases (under 1 ms) of each seed benched a second time.
-  while read -r file cases family short; do
+  # The noise floor: the launch-bound cases (under 1 ms) of each seed benched a second time
+  # (NO_REPEAT=1 skips it, when device time is short).
+  [ "${NO_REPEAT:-0}" = 1 ] || while read -r file cases family short; do
     [ "$short" = "-" ] && continue
     i=$((i + 1))
-    TRITON_CACHE_DIR=$PWD/$run/triton-cache python3 -m search bench "$file" --suite qrv2-bench --no-baseline \
+    TRITON_CACHE_DIR=$PWD/$run/triton-cache TORCH_EXTENSIONS_DIR=$PWD/$run/torch-extensions \
+        python3 -m search bench "$file" --suite qrv2-bench --no-baseline \
         --cpus "$cpus" --cases "$short" --json "$STATE/bench_repeat$i.json" > "$STATE/bench_repeat$i.txt" 2>&1 || echo "repeat of $family: exit $?"
   done < "$STATE/seeds.txt"
-  { cat "$STATE/seeds.txt"; python3 scripts/honesty_table.py table "$run" "$STATE"/bench_seed*.json "$STATE"/bench_repeat*.json \
+  { cat "$STATE/seeds.txt"; python3 scripts/honesty_table.py table "$run" $(ls "$STATE"/bench_seed*.json "$STATE"/bench_repeat*.json 2>/dev/null) \
       --json "$run/honesty.json"; } > "$OUT/honesty.txt" 2>&1
 }
 
@@ -81,7 +85,7 @@ collect() {  # collect COUNTS: status, logs, where the time went, run dirs, comp
     python3 scripts/run_timeline.py "runs/gpu$g" --json "runs/gpu$g/timeline.json" > "$OUT/timeline$g.txt" 2>&1
   done
   # The run dirs first: if the device time runs out during the benches below, they still come back.
-  tar --exclude='work' --exclude='triton-cache' --exclude='seeds' -czf "$OUT/runs.tgz" \
+  tar --exclude='work' --exclude='triton-cache' --exclude='torch-extensions' --exclude='seeds' -czf "$OUT/runs.tgz" \
       $(for g in $counts; do echo runs/gpu$g; done)
   honesty "${counts##* }"
   cp "runs/gpu${counts##* }/honesty.json" "$OUT/" 2>/dev/null
@@ -104,7 +108,7 @@ PY
 
 case "$MODE" in
   start)   # start MINUTES G
-    env_report; launch "$3" "$2"; watch "$3" 470
+    env_report; launch "$3" "$2"; watch "$3" "${WATCH_S:-470}"
     if running "$3"; then
       echo "still running: collect in the next call"; cp "$STATE/gpu$3.log" "$OUT/"
       # A snapshot so far, in case the machine goes back before the next call.
