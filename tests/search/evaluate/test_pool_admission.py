@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Iterator
 
 import pytest
 
@@ -14,13 +13,6 @@ from kernels.suites import get_suite
 from search.evaluate.messages import EvalRequest
 
 ray = pytest.importorskip("ray")
-
-
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", _node_ip_address="127.0.0.1")
-    yield
-    ray.shutdown()
 
 
 @ray.remote(concurrency_groups={"ahead": 1})

@@ -27,14 +27,6 @@ def request(cid: str) -> EvalRequest:
                        timing=TimingPolicy(min_reps=2, max_reps=3, max_seconds=0.1))
 
 
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", _node_ip_address="127.0.0.1")
-    yield
-    ray.shutdown()
-
-
 @pytest.fixture(params=["fake", "ray"])
 def pool(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EvaluatorPool]:
     made: EvaluatorPool

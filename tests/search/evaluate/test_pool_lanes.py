@@ -7,7 +7,6 @@ import os
 import signal
 import threading
 import time
-from typing import Iterator
 
 import pytest
 
@@ -17,13 +16,6 @@ from search.evaluate.messages import EvalRequest
 from search.evaluate.pool import Lost, PoolEvent
 
 ray = pytest.importorskip("ray")
-
-
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", _node_ip_address="127.0.0.1")
-    yield
-    ray.shutdown()
 
 
 @ray.remote(max_restarts=-1, max_task_retries=0, concurrency_groups={"ahead": 1})
