@@ -24,6 +24,9 @@ from pydantic import model_validator
 from kernels.params import Choice, ParamSpace
 
 Precision = Literal["ieee", "tf32x3"]
+# A trailing update through cuBLAS in exact FP32, or the family's Triton kernel with split
+# TF32 or bf16 tensor-core products (three per product, FP32 accumulation).
+Update = Literal["fp32", "tf32x3", "bf16x3"]
 
 # One H200 SM: 64K 32-bit registers, up to 227 KB shared memory per block.
 REGISTERS_PER_SM = 65536
@@ -162,8 +165,11 @@ class CudaBlockedSpace(ParamSpace):
     trailing update's K; a block is split in halves down to panels, each half's reflector
     applied to the other by GEMMs); the warps of a 32-wide panel (16 warps of two columns or
     32 of one; panels of more than 512 rows always use 16); whether one shape's factorisation
-    is captured once as a CUDA graph and replayed (always, or above n = 1024 only); and
-    ``max_n`` above which the file calls torch.geqrf."""
+    is captured once as a CUDA graph and replayed (always, or above n = 1024 only);
+    ``max_n`` above which the file calls torch.geqrf; and how the block updates run for n < 512,
+    512 ≤ n ≤ 1024 and above (``update_*``: cuBLAS FP32, or a Triton kernel of split TF32 or bf16
+    tensor-core products whose programs own ``apply_bn`` columns and walk ``apply_bm`` rows at
+    a time)."""
 
     max_n: Annotated[int, Choice(512, 1024, 2048, 4096)] = 1024
     nb_le512: Annotated[int, Choice(16, 32, 64)] = 64
@@ -175,6 +181,13 @@ class CudaBlockedSpace(ParamSpace):
     warps_nb32: Annotated[int, Choice(16, 32)] = 16
     graph: bool = False
     graph_gt1024: bool = True
+    update_lt512: Update = "fp32"
+    update_le1024: Update = "bf16x3"
+    update_gt1024: Update = "fp32"
+    apply_bn: Annotated[int, Choice(32, 64, 128)] = 64
+    apply_bm: Annotated[int, Choice(32, 64, 128)] = 64
+    apply_warps: Annotated[int, Choice(4, 8)] = 8
+    apply_stages: Annotated[int, Choice(1, 2, 3)] = 2
 
     @model_validator(mode="after")
     def _blocks_hold_whole_panels(self) -> "CudaBlockedSpace":
@@ -182,4 +195,14 @@ class CudaBlockedSpace(ParamSpace):
                                  (self.nb_le1024, self.block_le1024, "le1024")):
             if block < nb or block % nb:
                 raise ValueError(f"block_{where}={block} is not a multiple of nb_{where}={nb}")
+        # The update kernel keeps Tᵀ (block × block) and, per pipeline stage, tiles of Vᵀ
+        # (block × apply_bm) and C (apply_bm × apply_bn) in shared memory: blocks of 256
+        # asked Triton for 256 KB on an H200 (r7), where a block may have 227 KB.
+        for update, block, where in ((self.update_lt512, self.block_le512, "lt512"),
+                                     (self.update_le1024, max(self.block_le512, self.block_le1024), "le1024"),
+                                     (self.update_gt1024, self.block_gt1024, "gt1024")):
+            staged = self.apply_stages * self.apply_bm * (block + self.apply_bn) + block * block
+            if update != "fp32" and staged * 4 > SHARED_BYTES_PER_BLOCK:
+                raise ValueError(f"update_{where}={update}: the update kernel's tiles for blocks of {block} "
+                                 "exceed shared memory")
         return self

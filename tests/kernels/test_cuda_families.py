@@ -31,6 +31,16 @@ from kernels.verify import verify_qr
 CUDA_FAMILIES = [name for name, fam in FAMILIES.items() if fam.needs_cuda]
 
 
+@pytest.fixture(autouse=True)
+def interpret(request, monkeypatch):
+    """Every load of a family file here is in Triton's interpreter (except on the GPU): it runs
+    cuda_blocked's Triton update kernel on CPU tensors, and one file loaded without it first
+    would break the interpreter for the rest of the process (a @triton.jit file loaded in both
+    modes mixes them up; kernels/BENCHMARKS.md, "Notes on the code")."""
+    if "gpu" not in request.keywords:
+        monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+
 def _module(name: str, tmp_path: Path, params: dict | None = None):
     fam = get_family(name)
     source = fam.render({**fam.default_params().as_params(), **(params or {})})
@@ -140,7 +150,10 @@ class ReferencePanel:
 
 
 @pytest.mark.parametrize("params", [{"nb_le512": 16, "block_le512": 16}, {"nb_le512": 32, "block_le512": 64},
-                                    {"nb_le512": 64, "block_le512": 128}, {"nb_le512": 16, "block_le512": 256}])
+                                    {"nb_le512": 64, "block_le512": 128}, {"nb_le512": 16, "block_le512": 256, "update_le1024": "fp32"},
+                                    {"nb_le512": 32, "block_le512": 64, "update_lt512": "bf16x3"},
+                                    {"nb_le512": 16, "block_le512": 128, "update_lt512": "tf32x3", "apply_bn": 32,
+                                     "apply_bm": 32, "apply_stages": 1}])
 def test_blocked_host_side_factors_correctly_with_a_reference_panel(tmp_path, monkeypatch, params):
     module = _module("cuda_blocked", tmp_path, params)
     reference = ReferencePanel(_dispatch(module))
@@ -157,7 +170,7 @@ def test_blocked_host_side_factors_correctly_with_a_reference_panel(tmp_path, mo
 
 @pytest.mark.slow
 @pytest.mark.parametrize("params", [{"max_n": 2048, "nb_le2048": 8, "block_gt1024": 32},
-                                    {"max_n": 4096, "nb_le2048": 16, "block_gt1024": 64}])
+                                    {"max_n": 4096, "nb_le2048": 16, "block_gt1024": 64, "update_gt1024": "tf32x3"}])
 def test_blocked_tall_panels_with_a_reference_panel(tmp_path, monkeypatch, params):
     """Above n = 1024 panels are 16 or 8 columns of up to 4096 rows (64 and 128 rows per lane)."""
     module = _module("cuda_blocked", tmp_path, params)
@@ -168,6 +181,37 @@ def test_blocked_tall_panels_with_a_reference_panel(tmp_path, monkeypatch, param
     h, tau = a.clone(), torch.empty((1, n))
     module._factor(h, tau)
     assert verify_qr(a, (h, tau), None).ok
+
+
+@pytest.mark.parametrize("mode, bound", [("tf32x3", 1e-5), ("bf16x3", 2e-3)])
+def test_blocked_update_kernel_applies_the_block_reflector(tmp_path, mode, bound):
+    """The Triton update on windows like the factorisation's (C a view of H with row stride n,
+    Vᵀ rows n apart, a width that is not a power of two, partial row and column tiles) against
+    (I - V T Vᵀ)ᵀ C in float64.  On the CPU a split product is computed exactly (the interpreter
+    multiplies the halves in float32), so the error is the split's own: about 2^-16 relative per
+    product for bf16 halves, none for TF32 halves (which only a GPU rounds)."""
+    module = _module("cuda_blocked", tmp_path, {"update_lt512": mode, "apply_bn": 32, "apply_bm": 32})
+    gen = torch.Generator().manual_seed(5)
+    batch, n, k, width = 3, 150, 20, 24
+    m = n - k
+    h = torch.randn((batch, n, n), generator=gen)
+    h[1] *= 1e6  # scale does not matter to a split product
+    vt_buf = torch.randn((batch, 32, n), generator=gen)
+    vt = vt_buf[:, :width, :m]
+    t_buf = torch.randn((batch, 32, 32), generator=gen)
+    t = t_buf[:, :width, :width]
+    c = h[:, k:, k + width:]
+    v64, t64, c64 = vt.double(), t.double(), c.double()
+    want = c64 - v64.transpose(1, 2) @ (t64.transpose(1, 2) @ (v64 @ c64))
+    before = h.clone()
+    module._apply(c, vt, t)
+    got = h[:, k:, k + width:].double()
+    scale = (v64.abs().transpose(1, 2) @ (t64.abs().transpose(1, 2) @ (v64.abs() @ c64.abs()))).amax(dim=(1, 2))
+    err = ((got - want).abs().amax(dim=(1, 2)) / scale).max().item()
+    assert err < bound, f"{mode}: relative error {err:.3g}"
+    outside = torch.ones_like(h, dtype=torch.bool)
+    outside[:, k:, k + width:] = False
+    assert torch.equal(h[outside], before[outside]), "the update wrote outside its window"
 
 
 def test_blocked_falls_back_to_geqrf_without_cuda(tmp_path):
