@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 from kernels.candidate import load_candidate, materialize  # noqa: E402
 from kernels.inputs import generate_input  # noqa: E402
 from kernels.floors import floors  # noqa: E402
+from kernels.harness.profiling import profile_call  # noqa: E402
 from kernels.params import read_params, render_params  # noqa: E402
 from kernels.suites import Case, get_suite  # noqa: E402
 from kernels.verify import verify_qr  # noqa: E402
@@ -78,6 +79,9 @@ X3 = {"prec_w": "tf32x3", "prec_t": "tf32x3", "prec_u": "tf32x3"}
 TF32 = {"prec_w": "tf32", "prec_t": "tf32", "prec_u": "tf32"}
 L16 = {"leaf": 16}
 COOP = {"stages": 2, "panel_programs": 32, "split_rows": 1024}
+# When r7-r10 ran, update_le1024 covered every n <= 1024; since then n < 512 has update_lt512.
+CB_X3 = {"update_le1024": "tf32x3"}
+CB_BF3 = {"update_le1024": "bf16x3"}
 MID = ["40x176", "40x352", "640x512", "60x1024"]
 BIG = ["60x1024", "8x2048", "2x4096"]
 
@@ -228,6 +232,44 @@ PLANS: dict[str, list[Variant]] = {
         Variant("cuda_blocked", "n4096-nb8-b64", {"max_n": 4096, "nb_le2048": 8, "block_gt1024": 64},
                 ["8x2048", "2x4096"]),
     ],
+    # Seventh run (kernels v4): cuda_blocked's block updates on the tensor cores (a Triton kernel of
+    # split TF32 or bf16 products) against cuBLAS FP32, its tall panels with those updates, and
+    # where the time goes (--profile) in the families that hold the large cases now.
+    "r7": [
+        Variant("cuda_blocked", "default", {}, ["40x352", "640x512", "60x1024"]),
+        Variant("cuda_blocked", "x3", CB_X3, ["40x352", "640x512", "60x1024"], _tests(352, 512, 1024, kinds=HARD)),
+        Variant("cuda_blocked", "bf3", CB_BF3, ["640x512", "60x1024"], _tests(352, 512, 1024, kinds=HARD)),
+        Variant("cuda_blocked", "x3-bn128", {**CB_X3, "apply_bn": 128}, ["640x512", "60x1024"]),
+        Variant("cuda_blocked", "x3-w4", {**CB_X3, "apply_warps": 4}, ["640x512", "60x1024"]),
+        Variant("cuda_blocked", "x3-bm32-s3", {**CB_X3, "apply_bm": 32, "apply_stages": 3}, ["640x512"]),
+        Variant("cuda_blocked", "x3-b256", {**CB_X3, "block_le512": 256}, ["640x512"], _tests(512, kinds=HARD)),
+        Variant("cuda_blocked", "x3-b1024-128", {**CB_X3, "block_le1024": 128}, ["60x1024"], _tests(1024, kinds=HARD)),
+        Variant("cuda_blocked", "x3-nb32", {**CB_X3, "nb_le512": 32, "block_le512": 128}, ["40x352", "640x512"]),
+        Variant("cuda_blocked", "x3-graph", {**CB_X3, "graph": True}, ["40x352", "640x512", "60x1024"]),
+        Variant("cuda_blocked", "tall", {"max_n": 4096}, ["8x2048", "2x4096"], _tests(2048, 4096)),
+        Variant("cuda_blocked", "tall-x3", {**CB_X3, "max_n": 4096, "update_gt1024": "tf32x3"}, ["8x2048", "2x4096"],
+                _tests(2048, 4096)),
+        Variant("cuda_blocked", "tall-nb8-b64", {"max_n": 4096, "nb_le2048": 8, "block_gt1024": 64},
+                ["8x2048", "2x4096"]),
+        Variant("lookahead_split", "default", {}, ["40x352", "640x512", *BIG]),
+        Variant("cuda_onchip", "default", {}, ["20x32", "40x176"]),
+    ],
+    # Eighth run: the update kernel's tiles of one matrix launched next to each other (r7 launched
+    # each tile of every matrix before the next tile, so Vᵀ came from memory once per tile).
+    "r8": [
+        Variant("cuda_blocked", "default", {}, ["640x512", "60x1024"]),
+        Variant("cuda_blocked", "x3", CB_X3, ["40x352", "640x512", "60x1024"], _tests(512, kinds=HARD)),
+        Variant("cuda_blocked", "bf3", CB_BF3, ["640x512", "60x1024"]),
+        Variant("cuda_blocked", "x3-w4", {**CB_X3, "apply_warps": 4}, ["640x512", "60x1024"]),
+        Variant("cuda_blocked", "x3-bn128", {**CB_X3, "apply_bn": 128}, ["640x512", "60x1024"]),
+        Variant("cuda_blocked", "x3-bn32", {**CB_X3, "apply_bn": 32, "apply_warps": 4}, ["640x512", "60x1024"]),
+        Variant("cuda_blocked", "x3-b64", {**CB_X3, "block_le512": 64}, ["640x512"]),
+        Variant("cuda_blocked", "x3-b1024-128-w4", {**CB_X3, "block_le1024": 128, "apply_warps": 4}, ["60x1024"]),
+    ],
+    # r9 (cuda_onchip with a column on a group of G lanes) and r10 (reflectors published with a
+    # flag instead of a block barrier, in cuda_onchip and cuda_blocked's panel kernel) measured
+    # code that did not pay and is not on main: kernels/BENCHMARKS.md, "Log (session 9)", and
+    # docs/device-runs/kernels-v4-r9, -r10.
     # cuda_blocked's tall panels (16 and 8 columns of up to 4096 rows, replayed as a CUDA graph).
     "tall": [
         Variant("cuda_blocked", "n4096", {"max_n": 4096}, ["8x2048", "2x4096"], _tests(2048, 4096)),
@@ -295,7 +337,14 @@ def _resources(kernel_fn) -> list[dict]:
     return out
 
 
-def sweep(plan: str, json_path: Path, budget_s: float) -> None:
+def _profile_line(kernel, case: Case) -> str:
+    """Where one call's device time goes (torch.profiler), in one line."""
+    prof = profile_call(kernel, case, torch.device("cuda"), seed=case.seed)
+    top = "; ".join(f"{k.name[:48]} x{k.calls} {k.total_ms:.3g}ms" for k in prof.top_kernels)
+    return f"{prof.kernels_per_call} kernels, {prof.device_ms:.4g} ms on device: {top}"
+
+
+def sweep(plan: str, json_path: Path, budget_s: float, profile: bool = False) -> None:
     timer = Timer()
     rows = []
     began = time.time()
@@ -336,6 +385,8 @@ def sweep(plan: str, json_path: Path, budget_s: float) -> None:
                 f = floors(c)
                 row.update(median_ms=med, min_ms=min(times), reps=len(times),
                            fp32_floor_frac=f.fp32_floor_ms / med, tf32_floor_frac=f.tf32_floor_ms / med)
+                if profile:
+                    row["profile"] = _profile_line(kernel, c)
             except Exception as exc:
                 row.update(ok=False, message=f"{type(exc).__name__}: {str(exc)[:300]}")
             rows.append(row)
@@ -365,6 +416,9 @@ def _summary(rows: list[dict]) -> None:
             else:
                 cells.append(f"{r['median_ms']:.4g}")
         print(f"{fam[:20]}/{lab}"[:34].ljust(34) + "".join(c.rjust(14) for c in cells))
+    for r in timed:
+        if r.get("profile"):
+            print(f"  {r['family'][:12]}/{r['label']} {r['case'].replace('dense-', '')}: {r['profile']}")
     bad = [r for r in rows if r.get("kind") == "check" and not r.get("ok")]
     checks = [r for r in rows if r.get("kind") == "check"]
     print(f"checks: {len(checks) - len(bad)}/{len(checks)} passed")
@@ -432,6 +486,7 @@ def main() -> None:
     s.add_argument("plan")
     s.add_argument("--json", type=Path, required=True)
     s.add_argument("--budget-s", type=float, default=240.0)
+    s.add_argument("--profile", action="store_true", help="also profile one call of every timed shape")
     t = sub.add_parser("table", help="markdown tables from a qrsearch bench --json file")
     t.add_argument("bench_json", type=Path)
     args = parser.parse_args()
@@ -440,7 +495,7 @@ def main() -> None:
     elif args.cmd == "table":
         table(args.bench_json)
     else:
-        sweep(args.plan, args.json, args.budget_s)
+        sweep(args.plan, args.json, args.budget_s, args.profile)
 
 
 if __name__ == "__main__":

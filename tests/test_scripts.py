@@ -88,3 +88,15 @@ def test_honesty_table_reads_a_second_bench_of_a_file_as_its_noise_floor(tmp_pat
     assert short["repeat_ms"] == 0.12 and short["repeat_diff"] == pytest.approx(0.20)  # bench vs bench
     assert long["diff"] == pytest.approx(10.0 / 10.5 - 1) and not long["ok"]  # 4.8% > 3%
     assert long["repeat_diff"] is None  # benched once
+
+
+def test_every_sweep_plan_renders_files_the_families_accept(tmp_path, monkeypatch):
+    """A plan variant names parameters of its family's file: one that a family no longer has would
+    fail only on the GPU machine, after the device time for the call was spent."""
+    import bench_families
+
+    monkeypatch.setattr(bench_families, "CAND_DIR", tmp_path)
+    for name, plan in bench_families.PLANS.items():
+        for variant in plan:
+            path = variant.path()
+            assert path.is_file(), f"{name}: {variant.family}/{variant.label}"
