@@ -10,26 +10,10 @@
 set -u
 PLAN=${1:-r5}
 BUDGET=${2:-170}
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-bash .devbundle/setup.sh > /dev/null && export PYTHONPATH=/tmp/site:$PWD:${PYTHONPATH:-}
-export PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/triton-cache TORCH_EXTENSIONS_DIR=/tmp/torch-ext
+. scripts/device_common.sh
 FAMILIES="householder_unblocked blocked_wy lookahead_split cuda_onchip cuda_blocked"
-t0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - t0 ))s] $*" | tee -a "$OUT/log.txt"; }
-{
-  date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
-  nvcc --version | tail -1
-} > "$OUT/setup.txt" 2>&1
 
-# Builds and Triton compiles for every sweep variant, 12 processes (one variant each, batch-1 inputs).
-for w in $(seq 0 11); do
-  python3 scripts/bench_families.py precompile "$PLAN" "$w" 12 >> "$OUT/precompile.log" 2>&1 &
-done
-wait
-stamp "precompiled: $(grep -c '^precompiled' "$OUT/precompile.log") ok, $(grep -c 'failed' "$OUT/precompile.log") failed"
-grep failed "$OUT/precompile.log" | cut -c1-400
+precompile_plan "$PLAN"
 cat "$OUT/precompile.log" >> "$OUT/setup.txt"; rm -f "$OUT/precompile.log"
 
 timeout 120 python3 -m pytest -q -m gpu tests/kernels/test_cuda_families.py -p no:cacheprovider > "$OUT/pytest_gpu.txt" 2>&1
