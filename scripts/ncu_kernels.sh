@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Nsight Compute on one launch of each kernel that holds the time (GPU machine, repo root, $OUT set):
-# stall reasons, issue, instruction mix and the hottest instructions, one text file per kernel.
+# duration, occupancy, issue rate, stall reasons and instruction counts, one text file per kernel.
+# After scripts/kernels_probe.sh in the same call it reuses that call's builds and Triton cache.
 #   bash scripts/ncu_kernels.sh
 set -u
 OUT=${OUT:-/tmp/out}
+bash .devbundle/setup.sh > /dev/null
 export PYTHONPATH=/tmp/site:$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton-cache} TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/torch-ext}
 uname -r > "$OUT/ncu_env.txt"; which ncu >> "$OUT/ncu_env.txt" 2>&1
