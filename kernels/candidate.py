@@ -4,6 +4,11 @@ A candidate is a Python file that defines ``custom_kernel(A) -> (H, tau)``
 (the GPU MODE submission format).  Triton's ``@jit`` needs real source
 files, so a candidate given as text is first written to ``cand_<hash>.py``
 and then imported from that file into a fresh module.
+
+GPU MODE's runner puts the problem's ``task.py`` beside a submission, and submissions import
+its type names (``from task import input_t, output_t``).  So that such a file loads here
+unchanged, a ``task`` module with qr_v2's names stands in when the file imports one and no real
+``task`` module can be found.
 """
 
 from __future__ import annotations
@@ -12,11 +17,13 @@ import hashlib
 import importlib.util
 import itertools
 import os
+import re
 import sys
 import tempfile
 import traceback
+import types
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypedDict, TypeVar
 
 Kernel = Callable[..., object]
 
@@ -55,6 +62,31 @@ def materialize(source: str, directory: str | Path) -> Path:
     return path
 
 
+_IMPORTS_TASK = re.compile(r"^\s*(from\s+task\s+import\b|import\s+task\b)", re.MULTILINE)
+
+
+class TestSpec(TypedDict):
+    """One qr_v2 test or benchmark line, as GPU MODE's task.yml writes it."""
+
+    batch: int
+    n: int
+    cond: int
+    seed: int
+    case: str
+
+
+def _provide_task_module(source: str) -> None:
+    """Register qr_v2's ``task`` names if ``source`` imports ``task`` and none is importable."""
+    if not _IMPORTS_TASK.search(source) or "task" in sys.modules or importlib.util.find_spec("task"):
+        return
+    task = types.ModuleType("task", "qr_v2's task types, standing in for GPU MODE's task.py")
+    # Bounds as strings: naming torch's types needs no torch import here.
+    task.input_t = TypeVar("input_t", bound="torch.Tensor")  # type: ignore[attr-defined]
+    task.output_t = TypeVar("output_t", bound="tuple[torch.Tensor, torch.Tensor]")  # type: ignore[attr-defined]
+    task.TestSpec = TestSpec  # type: ignore[attr-defined]
+    sys.modules["task"] = task
+
+
 def _where(exc: BaseException, path: Path) -> str:
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
     return f" (line {frames[-1].lineno})" if frames else ""
@@ -70,6 +102,7 @@ def load_candidate(path: str | Path) -> Kernel:
     except (OSError, UnicodeDecodeError) as exc:
         raise CandidateError(f"cannot read {path}: {exc}") from None
     check_syntax(source, str(path))
+    _provide_task_module(source)
     name = f"qrsearch_candidate_{source_hash(source)[:12]}_{next(_load_counter)}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:

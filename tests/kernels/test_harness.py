@@ -89,6 +89,11 @@ def test_unloadable_files_fail_to_compile_with_one_line(name, needle):
     assert "\n" not in case.message and "Traceback" not in case.message
 
 
+def test_a_gpu_mode_submission_that_imports_its_task_types_runs_unchanged():
+    report = run("gpumode_task")
+    assert report.ok, [c.message for c in report.cases]
+
+
 def test_returning_a_view_of_the_input_is_rejected():
     report = run("inplace_view", cases=SMALL[:1])
     assert report.cases[0].status == "failed_verify" and "shares memory" in report.cases[0].message
