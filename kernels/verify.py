@@ -79,6 +79,15 @@ def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a0 < b1 and b0 < a1
 
 
+def outputs_share_memory(first: object, second: object) -> bool:
+    """Whether two calls' outputs (each an (H, tau) tuple) share storage: a kernel that writes every
+    call's result into the same buffers overwrites the result it returned before."""
+    def tensors(output: object) -> list[torch.Tensor]:
+        return [t for t in output if isinstance(t, torch.Tensor)] if isinstance(output, tuple) else []
+
+    return any(_overlaps(a, b) for a in tensors(first) for b in tensors(second))
+
+
 def _check_tensor(name: str, value: object, shape: tuple[int, ...], device: torch.device) -> str | None:
     if not isinstance(value, torch.Tensor):
         return f"{name} must be a torch.Tensor, got {type(value).__name__}"

@@ -31,6 +31,7 @@ class TimingStats(BaseModel):
     count: int
     timer: Literal["cuda_events", "host"]
     overhead_ms: float = 0.0  # calibrated sync/record cost already subtracted
+    calls_per_region: int = 1  # fresh inputs called back to back per timed region (GPU MODE's way: more than 1)
     check_s: float = 0.0  # seconds spent verifying the warm-up and timed outputs (not timed)
 
     @property

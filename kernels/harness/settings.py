@@ -11,7 +11,16 @@ Pure pydantic (no torch), so the run config and the read-only commands can impor
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
+
+# What one timed region holds: one synchronised call on a fresh input ("call"), or, as GPU MODE's
+# qr_v2 eval.py times, as many fresh inputs as fit in 256 MB (at most 50) called back to back,
+# the region's time divided by their count ("gpumode").
+TimedRegion = Literal["call", "gpumode"]
+GPUMODE_REGION_BYTES = 256 * 1024 * 1024
+GPUMODE_MAX_INPUTS = 50
 
 
 class TimingPolicy(BaseModel):
@@ -25,6 +34,17 @@ class TimingPolicy(BaseModel):
     target_rel_stderr: float = Field(0.01, gt=0, description="stop timing once the standard error of the mean is "
                                      "this fraction of the mean (after min_reps)")
     max_seconds: float = Field(1.0, gt=0, description="stop timing a case after this many seconds (after min_reps)")
+    region: TimedRegion = Field("call", description="what one timed region holds: 'call', one synchronised call on "
+                                "a fresh input (its latency, host work included); 'gpumode', as GPU MODE qr_v2's "
+                                "eval.py times, as many fresh inputs as fit in 256 MB (at most 50) called back to "
+                                "back, the time divided by their count (one call's host work overlaps the last "
+                                "one's device work); every output is verified either way")
+
+    def inputs_per_region(self, batch: int, n: int) -> int:
+        """How many fresh batch×n×n inputs one timed region calls the kernel on."""
+        if self.region == "call":
+            return 1
+        return max(1, min(GPUMODE_MAX_INPUTS, GPUMODE_REGION_BYTES // (batch * n * n * 4)))
 
 
 class RunLimits(BaseModel):

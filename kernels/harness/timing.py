@@ -14,6 +14,10 @@ Rules, each closing a way a benchmark can lie:
   * calls repeat until the standard error is under 1% of the mean or a time
     cap is reached; the median is reported with min, max and count.
 
+A timed region holds one call, or (``TimingPolicy.region == "gpumode"``) GPU MODE qr_v2's
+batch of fresh inputs called back to back, timed together and divided by their count: the
+same rules hold for each of them.
+
 How many calls and for how long is a :class:`~kernels.harness.settings.TimingPolicy`.
 """
 
@@ -22,7 +26,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from typing import Callable
+from typing import Callable, TypeVar
 
 import torch
 
@@ -30,9 +34,10 @@ from kernels.inputs import generate_input
 from kernels.harness.results import TimingStats
 from kernels.harness.settings import TimingPolicy
 from kernels.suites import Case
-from kernels.verify import VerifyResult, verify_qr
+from kernels.verify import VerifyResult, outputs_share_memory, verify_qr
 
 Kernel = Callable[[torch.Tensor], object]
+T = TypeVar("T")
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 
@@ -56,7 +61,7 @@ class DeviceClock:
             self._flush.zero_()
             torch.cuda.synchronize(self.device)
 
-    def region(self, fn: Callable[[], object]) -> tuple[object, float]:
+    def region(self, fn: Callable[[], T]) -> tuple[T, float]:
         """Run ``fn`` and return (its result, elapsed ms minus calibrated overhead)."""
         if not self.cuda:
             t0 = time.perf_counter()
@@ -90,20 +95,47 @@ def call_verified(kernel: Kernel, case: Case, seed: int, device: torch.device, c
     """One call on a fresh input, verified; timed when a clock is given.
 
     Returns (verdict, elapsed ms or None, seconds spent verifying)."""
-    a = generate_input(case.batch, case.n, case.cond, seed, case.case, device=device)
-    given = a.clone()
+    return calls_verified(kernel, case, [seed], device, clock, exact_q)
+
+
+def calls_verified(kernel: Kernel, case: Case, seeds: list[int], device: torch.device,
+                   clock: DeviceClock | None = None, exact_q: bool = True, previous: list[object] | None = None
+                   ) -> tuple[VerifyResult, float | None, float]:
+    """A call on a fresh input per seed, back to back (one timed region when a clock is given),
+    then every output verified: an output that a later call overwrote fails.  ``previous`` holds
+    the last output of an earlier call (kept alive, so its memory cannot be handed out again):
+    an output sharing memory with the one before it fails too, and ``previous`` takes the last.
+
+    Returns (the first failing verdict, else the worst passing one; elapsed ms per call or None;
+    seconds spent verifying)."""
+    inputs = [generate_input(case.batch, case.n, case.cond, seed, case.case, device=device) for seed in seeds]
+    givens = [a.clone() for a in inputs]
     if clock is None:
-        out = kernel(given)
+        outs = [kernel(given) for given in givens]
         if device.type == "cuda":
             torch.cuda.synchronize()
         elapsed = None
     else:
         clock.flush()
-        out, elapsed = clock.region(lambda: kernel(given))
+        outs, total = clock.region(lambda: [kernel(given) for given in givens])
+        elapsed = total / len(givens)
     checking = time.perf_counter()
-    result = verify_qr(a, out, given, exact_q=exact_q)
-    del out, given, a
-    return result, elapsed, time.perf_counter() - checking
+    worst: VerifyResult | None = None
+    earlier = previous if previous is not None else []
+    for a, out, given in zip(inputs, outs, givens):
+        result = verify_qr(a, out, given, exact_q=exact_q)
+        if result.ok and earlier and outputs_share_memory(earlier[0], out):
+            result = VerifyResult(ok=False, message="this call's outputs share memory with the previous call's "
+                                  "(each call must return new tensors)")
+        if not result.ok:
+            worst = result
+            break
+        earlier[:] = [out]
+        if worst is None or (result.factor_scaled or 0.0) > (worst.factor_scaled or 0.0):
+            worst = result
+    del outs, givens, inputs
+    assert worst is not None  # at least one seed
+    return worst, elapsed, time.perf_counter() - checking
 
 
 def measure(kernel: Kernel, case: Case, device: torch.device, clock: DeviceClock, policy: TimingPolicy
@@ -120,12 +152,16 @@ def measure(kernel: Kernel, case: Case, device: torch.device, clock: DeviceClock
     times: list[float] = []
     worst: VerifyResult | None = None
     began = time.perf_counter()
+    count = policy.inputs_per_region(case.batch, case.n)
+    last_output: list[object] = []
     for rep in range(policy.max_reps):
-        verdict, elapsed, spent = call_verified(kernel, case, timed_input_seed(case, rep), device, clock,
-                                                exact_q=False)
+        seeds = [timed_input_seed(case, rep * count + i) for i in range(count)]
+        verdict, elapsed, spent = calls_verified(kernel, case, seeds, device, clock, exact_q=False,
+                                                 previous=last_output)
         check_s += spent
         if not verdict.ok:
-            return None, verdict.model_copy(update={"message": f"timed call {rep + 1}: {verdict.message}"})
+            where = f"timed call {rep + 1}" if count == 1 else f"timed region {rep + 1} ({count} calls)"
+            return None, verdict.model_copy(update={"message": f"{where}: {verdict.message}"})
         assert elapsed is not None
         times.append(elapsed)
         if worst is None or (verdict.factor_scaled or 0.0) > (worst.factor_scaled or 0.0):
@@ -138,7 +174,7 @@ def measure(kernel: Kernel, case: Case, device: torch.device, clock: DeviceClock
             if time.perf_counter() - began > policy.max_seconds:
                 break
     assert worst is not None  # max_reps >= 1
-    return _stats(times, clock).model_copy(update={"check_s": check_s}), worst
+    return _stats(times, clock).model_copy(update={"check_s": check_s, "calls_per_region": count}), worst
 
 
 def _stats(times: list[float], clock: DeviceClock) -> TimingStats:

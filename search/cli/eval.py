@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from enum import Enum
 from typing import TYPE_CHECKING, Optional
 
 import typer
@@ -16,7 +17,7 @@ from rich.table import Table
 from kernels.candidate import CandidateError, check_syntax
 from kernels.families import BASELINE_PATH
 from kernels.floors import floors
-from kernels.harness.settings import RunLimits, TimingPolicy
+from kernels.harness.settings import RunLimits, TimedRegion, TimingPolicy
 from kernels.suites import get_suite, suite_names
 from population.outcomes import CaseStatus
 from search.cli.checks import cpu_set, parse_cpus, positive
@@ -80,8 +81,16 @@ def interpret_on_cpu(device: str) -> bool:
 DEFAULT_LIMITS = RunLimits()
 
 
+class Region(str, Enum):
+    """What one timed region holds (TimingPolicy.region)."""
+
+    call = "call"
+    gpumode = "gpumode"
+
+
 def _run(file: Path, suite: str, mode: str, timeout: float, keep_going: bool, profile: bool,
-         device: str, label: str, only: Optional[str] = None, cpus: Optional[str] = None) -> SuiteReport:
+         device: str, label: str, only: Optional[str] = None, cpus: Optional[str] = None,
+         region: TimedRegion = "call") -> SuiteReport:
     from kernels.harness.runner import ChildProcess, run_candidate
 
     pinned = parse_cpus(cpus) if cpus else None
@@ -99,7 +108,7 @@ def _run(file: Path, suite: str, mode: str, timeout: float, keep_going: bool, pr
         task = progress.add_task(f"{label} ({suite})", total=len(cases))
         return run_candidate(
             file, cases, suite=suite, mode=mode, profile=profile, device=device, keep_going=keep_going,
-            limits=RunLimits(case_timeout_s=timeout), policy=TimingPolicy(),
+            limits=RunLimits(case_timeout_s=timeout), policy=TimingPolicy(region=region),
             on_case=lambda i, r: progress.advance(task),
             spawn=lambda: ChildProcess.pinned(pinned), fresh=lambda: ChildProcess.pinned(pinned),
         )
@@ -140,6 +149,8 @@ def _verify_table(report: SuiteReport) -> Table:
 def _bench_table(report: SuiteReport) -> Table:
     timer = "CUDA events" if any(c.timing and c.timing.timer == "cuda_events" for c in report.cases) \
         else f"host timer (CPU timing); {CPU_CAVEAT}"
+    if any(c.timing and c.timing.calls_per_region > 1 for c in report.cases):
+        timer += "; as GPU MODE's eval.py: fresh inputs back to back per timed region, time per call"
     table = Table(title=f"{_header(report)}\ntiming: {timer}", title_justify="left", title_style="bold")
     for column in ("case", "status", "median ms", "min/max ms", "n", "geqrf ms", "speedup", "floor %",
                    "factor", "orth", "message"):
@@ -203,6 +214,10 @@ def bench_command(
     cpus: Optional[str] = typer.Option(None, "--cpus", callback=cpu_set, help="run the timing process on these "
                                        "CPUs only, as the search does (one GPU: the first eighth of the host's "
                                        "CPUs, 0,1 of 16)"),
+    timing_region: Region = typer.Option(Region.call, "--timing-region", help="call: one synchronised call per "
+                                         "timed region, as the search times; gpumode: as GPU MODE qr_v2's eval.py, "
+                                         "up to 50 fresh inputs (256 MB) back to back per region, time divided by "
+                                         "their count (torch.geqrf is timed the same way)"),
 ) -> None:
     """Verify, then time candidates against torch.geqrf (exit 1 if any case fails, timing included).
 
@@ -213,13 +228,13 @@ def bench_command(
     all_ok = True
     for file in files:
         report = _run(file, suite, "bench", timeout, keep_going, profile, device, f"benchmarking {file.name}",
-                      only=cases, cpus=cpus)
+                      only=cases, cpus=cpus, region=timing_region.value)
         failure = _load_failure(report)
         if failure:
             err_console.print(f"[red]error:[/] {file}: {failure}")
         reports.append(report)
         all_ok = all_ok and report.ok
-    base = _baseline(suite, baseline, baseline_json, timeout, device, cpus)
+    base = _baseline(suite, baseline, baseline_json, timeout, device, cpus, timing_region.value)
     if base is not None:
         reports = [r.with_baseline(base) for r in reports]
     for report in reports:
@@ -252,7 +267,7 @@ def _cpu_note(report: SuiteReport) -> str:
 
 
 def _baseline(suite: str, enabled: bool, saved: Optional[Path], timeout: float, device: str,
-              cpus: Optional[str] = None) -> SuiteReport | None:
+              cpus: Optional[str] = None, region: TimedRegion = "call") -> SuiteReport | None:
     from kernels.harness.results import SuiteReport
 
     if saved is not None:
@@ -261,11 +276,15 @@ def _baseline(suite: str, enabled: bool, saved: Optional[Path], timeout: float, 
         report = SuiteReport.model_validate(data.get("baseline", data))
         if report.suite != suite:
             raise typer.BadParameter(f"{saved} holds suite {report.suite!r}, not {suite!r}", param_hint="--baseline-json")
+        policy = TimingPolicy(region=region)
+        if any(c.timing and c.timing.calls_per_region != policy.inputs_per_region(c.case.batch, c.case.n)
+               for c in report.cases):
+            raise typer.BadParameter(f"{saved} was not timed with --timing-region {region}", param_hint="--baseline-json")
         return report
     if not enabled:
         return None
     return _run(BASELINE_PATH, suite, "bench", max(timeout, 600.0), True, False, device, "timing torch.geqrf",
-                cpus=cpus)
+                cpus=cpus, region=region)
 
 
 def composite_report(reports: list[SuiteReport]) -> SuiteReport:

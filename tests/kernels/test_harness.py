@@ -89,6 +89,34 @@ def test_unloadable_files_fail_to_compile_with_one_line(name, needle):
     assert "\n" not in case.message and "Traceback" not in case.message
 
 
+GPUMODE = TimingPolicy(warmup_calls=1, min_reps=3, max_reps=4, max_seconds=1.0, region="gpumode")
+
+
+def test_gpu_mode_regions_time_fresh_inputs_back_to_back_and_report_per_call():
+    report = run("baseline", mode="bench", cases=SMALL[:1], policy=GPUMODE)
+    assert report.ok, [c.message for c in report.cases]
+    timing = report.cases[0].timing
+    # 2x8x8 float32 inputs: GPU MODE's 256 MB would hold millions, it takes at most 50.
+    assert timing is not None and timing.calls_per_region == 50 and timing.count >= 3
+    assert run("baseline", mode="bench", cases=SMALL[:1]).cases[0].timing.calls_per_region == 1
+
+
+def test_outputs_written_into_the_same_buffers_every_call_fail_either_way():
+    # GPU MODE's region checks its outputs after the last call, when the first ones are overwritten;
+    # one call per region checks that an output shares no memory with the call before it.
+    report = run("reuses_output", mode="bench", cases=SMALL[:1], policy=GPUMODE)
+    assert not report.ok and "timed region 1 (50 calls)" in report.cases[0].message
+    report = run("reuses_output", mode="bench", cases=SMALL[:1])
+    assert not report.ok and "share memory with the previous call" in report.cases[0].message
+
+
+@pytest.mark.parametrize("batch, n, calls", [(20, 32, 50), (40, 176, 50), (40, 352, 13), (640, 512, 1),
+                                             (60, 1024, 1), (8, 2048, 2), (2, 4096, 2)])
+def test_gpu_mode_region_sizes_are_gpu_modes_for_the_benchmark_shapes(batch, n, calls):
+    assert TimingPolicy(region="gpumode").inputs_per_region(batch, n) == calls
+    assert TimingPolicy().inputs_per_region(batch, n) == 1
+
+
 def test_a_gpu_mode_submission_that_imports_its_task_types_runs_unchanged():
     report = run("gpumode_task")
     assert report.ok, [c.message for c in report.cases]

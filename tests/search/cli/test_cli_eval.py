@@ -113,3 +113,24 @@ def test_bench_on_chosen_cpus_runs_and_bad_cpu_lists_are_usage_errors(tmp_path):
         proc = qrsearch("bench", BASELINE_PATH, "--suite", "smoke-bench", "--cpus", bad)
         assert proc.returncode == 2 and needle in proc.stderr and "--cpus" in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
+
+
+def test_bench_times_gpu_modes_way_when_asked_and_keeps_baselines_apart(tmp_path):
+    from kernels.suites import get_suite
+
+    name = get_suite("smoke-bench")[0].name
+    calls = tmp_path / "call.json"
+    proc = qrsearch("bench", BASELINE_PATH, "--suite", "smoke-bench", "--cases", name, "--json", calls)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(calls.read_text())["cases"][0]["timing"]["calls_per_region"] == 1
+    gpumode = tmp_path / "gpumode.json"
+    proc = qrsearch("bench", BASELINE_PATH, "--suite", "smoke-bench", "--cases", name, "--timing-region", "gpumode",
+                    "--json", gpumode)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(gpumode.read_text())
+    assert data["cases"][0]["timing"]["calls_per_region"] == 50 and data["cases"][0]["baseline_ms"] > 0
+    # torch.geqrf timed one call per region is no baseline for GPU MODE's regions
+    proc = qrsearch("bench", BASELINE_PATH, "--suite", "smoke-bench", "--cases", name, "--timing-region", "gpumode",
+                    "--baseline-json", calls)
+    assert proc.returncode == 2 and "--baseline-json" in proc.stderr and "Traceback" not in proc.stderr
+    assert qrsearch("bench", BASELINE_PATH, "--timing-region", "fast").returncode == 2

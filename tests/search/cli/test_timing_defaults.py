@@ -51,3 +51,9 @@ def test_timeout_overrides_the_case_limit_only(monkeypatch):
                                       "--device", "cpu", "--timeout", "7"])
     assert call["limits"] == RunLimits(case_timeout_s=7)
     assert call["policy"] == TimingPolicy()
+
+
+def test_timing_region_changes_the_region_only(monkeypatch):
+    (call,) = _captured(monkeypatch, ["bench", str(BASELINE_PATH), "--no-baseline", "--suite", "smoke-bench",
+                                      "--device", "cpu", "--timing-region", "gpumode"])
+    assert call["policy"] == TimingPolicy(region="gpumode")
