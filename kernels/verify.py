@@ -25,7 +25,7 @@ candidate, always uses the reference construction.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 from pydantic import BaseModel, ConfigDict
@@ -150,7 +150,9 @@ def _form_q(h: torch.Tensor, tau: torch.Tensor, exact_q: bool) -> torch.Tensor:
     return torch.linalg.householder_product(h, tau) if exact_q else householder_q64(h, tau)
 
 
-def _verify(a: torch.Tensor, output: object, given: torch.Tensor | None, exact_q: bool) -> VerifyResult:
+def _check_structure(a: torch.Tensor, output: object, given: torch.Tensor | None) -> VerifyResult | None:
+    """The contract's form (a 2-tuple of finite float32 tensors of the right shapes on the input's
+    device, sharing no memory with the input, the input unchanged): a failed verdict, or None."""
     batch, n, _ = a.shape
     if not isinstance(output, tuple) or len(output) != 2:
         kind = type(output).__name__
@@ -167,6 +169,48 @@ def _verify(a: torch.Tensor, output: object, given: torch.Tensor | None, exact_q
                 return _fail(f"{name} shares memory with the input A (outputs must be fresh tensors)")
         if not torch.equal(given, a):
             return _fail("the candidate modified its input A in place")
+    return None
+
+
+def verify_many(calls: Sequence[tuple[torch.Tensor, object, torch.Tensor | None]], exact_q: bool = True
+                ) -> tuple[VerifyResult, int | None]:
+    """:func:`verify_qr` of several calls' outputs at once: each call's form checked on its own,
+    then the float64 properties of all of them as one batch (a few launches in all rather than a
+    few per call: GPU MODE's timed regions hold up to 50 calls of a 20×32 batch).
+
+    ``calls`` holds (pristine input, output, the tensor the candidate was called with) per call, all of
+    one shape.  Returns (the first failing verdict, else one over every matrix; the index of the
+    failing call or None)."""
+    try:
+        for index, (a, output, given) in enumerate(calls):
+            failed = _check_structure(a, output, given)
+            if failed is not None:
+                return failed, index
+        if len(calls) == 1:
+            a, output, _ = calls[0]
+            return _verify(a, output, None, exact_q), None
+        a_all = torch.cat([a for a, _, _ in calls])
+        h_all = torch.cat([out[0] for _, out, _ in calls])  # type: ignore[index]
+        tau_all = torch.cat([out[1] for _, out, _ in calls])  # type: ignore[index]
+        verdict = _verify(a_all, (h_all, tau_all), None, exact_q)
+    except Exception as exc:  # a verdict, never an exception: candidates can return anything
+        return _fail(f"verifier could not evaluate the output: {type(exc).__name__}: {exc}"), None
+    batch = calls[0][0].shape[0]
+    if verdict.ok or verdict.worst_matrix is None or batch == 0:
+        return verdict, None
+    index, matrix = divmod(verdict.worst_matrix, batch)
+    message = verdict.message.replace(f"in matrix {verdict.worst_matrix}:", f"in matrix {matrix}:")
+    return verdict.model_copy(update={"message": message, "worst_matrix": matrix}), index
+
+
+def _verify(a: torch.Tensor, output: object, given: torch.Tensor | None, exact_q: bool) -> VerifyResult:
+    failed = _check_structure(a, output, given)
+    if failed is not None:
+        return failed
+    batch, n, _ = a.shape
+    assert isinstance(output, tuple)
+    h: torch.Tensor = output[0]
+    tau: torch.Tensor = output[1]
 
     per_chunk = max(1, _CHUNK_ELEMENTS // max(1, n * n))
     factor = torch.empty(batch, dtype=torch.float64, device=a.device)

@@ -6,7 +6,7 @@
 #   baseline  time torch.geqrf on qrv2-bench alone (--no-baseline) -> $OUT/baseline.{json,txt}
 #   verify    `python -m search verify` every family on qrv2-tests   -> $OUT/verify.txt
 #   bench     `python -m search bench` every family + composite on qrv2-bench, reusing
-#             docs/device-runs/baseline-qrv2-bench.json              -> $OUT/bench.{json,txt}
+#             docs/device-runs/region-probe/baseline-qrv2-bench.json -> $OUT/bench.{json,txt}
 #   PLAN      a sweep plan of scripts/bench_families.py ("none" for no sweep) -> $OUT/sweep.{json,txt}
 #
 # Kernels are compiled first by 8 parallel workers into a shared Triton cache, while
@@ -65,7 +65,7 @@ if want bench; then
   files=""
   for f in $FAMILIES; do files="$files kernels/families/$f.py"; done
   timeout 200 python3 -m search bench $files --suite qrv2-bench \
-    --baseline-json docs/device-runs/baseline-qrv2-bench.json --json "$OUT/bench.json" > "$OUT/bench.txt" 2>&1
+    --baseline-json docs/device-runs/region-probe/baseline-qrv2-bench.json --json "$OUT/bench.json" > "$OUT/bench.txt" 2>&1
   stamp "bench done"
 fi
 

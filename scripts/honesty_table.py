@@ -2,6 +2,7 @@
 against a standalone ``qrsearch bench`` of the same file on the same machine right after.
 
     python scripts/honesty_table.py plan RUN_DIR   # one line per seed: FILE CASES FAMILY SHORT_CASES
+    python scripts/honesty_table.py region RUN_DIR # the run's timed region (call or gpumode)
     python scripts/honesty_table.py table RUN_DIR B1.json [B2.json ...] [--json out.json]
 
 ``plan`` picks the seeds with their family's default parameters (island 0) and the reference,
@@ -42,6 +43,14 @@ def seeds(run_dir: Path) -> list[dict]:
     return out
 
 
+def timing_region(run_dir: Path) -> str:
+    """What one timed region held in the run (``evaluation.timing.region``), so the standalone bench
+    times the seeds the same way."""
+    with RunStore.open(run_dir, readonly=True, integrity=False) as store:
+        config = json.loads(store.config_json() or "{}")
+    return str(((config.get("evaluation") or {}).get("timing") or {}).get("region") or "call")
+
+
 def limit_for(ms: float) -> float:
     return 0.10 if ms < 0.2 else 0.03
 
@@ -72,7 +81,7 @@ def table(run_dir: Path, bench_files: list[Path]) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["plan", "table"])
+    parser.add_argument("mode", choices=["plan", "region", "table"])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("bench", nargs="*", type=Path)
     parser.add_argument("--json", type=Path)
@@ -81,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         for seed in seeds(args.run_dir):
             short = [case for case, ms in seed["medians"].items() if ms < 1.0]
             print(seed["file"], ",".join(seed["medians"]), seed["family"], ",".join(short) or "-")
+        return 0
+    if args.mode == "region":
+        print(timing_region(args.run_dir))
         return 0
     rows = table(args.run_dir, args.bench)
     if args.json:

@@ -8,6 +8,10 @@ evaluation waiting for its compile-ahead), ``startup`` (waiting for evaluation p
 ready), ``verify`` (the gate calls, and any JIT compile the cache missed), ``rechecks`` and
 the rest of ``bench`` (timing), ``idle`` (the evaluator waiting for work between candidates),
 ``queued`` (waiting behind the evaluator's current candidate: pipelining, not lost time).
+
+Where the run kept a GPU-utilisation series (``RUN/gpu-util/*.tsv``, search.evaluate.gpu_sampler),
+it also says how busy the GPU was during each family's evaluations, during their compile waits
+and between evaluations, each with the seconds it covers.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from population.models import State  # noqa: E402
 from population.store import RunStore  # noqa: E402
+from search.evaluate.gpu_sampler import read_series  # noqa: E402
 
 STAGES = ("compile_wait", "startup", "verify", "settle", "rechecks", "timing", "idle", "queued", "compile_ahead")
 
@@ -82,6 +87,36 @@ def summary(rows: list[dict], at_minutes: list[float]) -> dict:
     }
 
 
+def gpu_attribution(rows: list[dict], series: list[tuple[float, float]]) -> dict[str, dict[str, float]]:
+    """GPU utilisation per part of the run: ``compile wait`` (the first ``compile_wait`` seconds
+    of an evaluation, where it waited), each family's evaluations (the rest of them), ``between
+    evaluations`` and ``all``.  Each sample stands for the time to the next one, so the shares are
+    time-weighted; an evaluation that overlaps another (lanes) counts the earlier one."""
+    spans = sorted((r["started"], r["finished"], r["started"] + r["stages"].get("compile_wait", 0.0), r["family"])
+                   for r in rows if r["finished"])
+    busy: dict[str, float] = defaultdict(float)
+    seconds: dict[str, float] = defaultdict(float)
+    j = 0
+    for (stamp, util), (following, _) in zip(series, series[1:]):
+        dt = following - stamp
+        if dt <= 0 or dt > 5.0:  # a gap in the series (the sampler stopped): not time it saw
+            continue
+        while j < len(spans) and spans[j][1] <= stamp:
+            j += 1
+        part = "between evaluations"
+        if j < len(spans) and spans[j][0] <= stamp:
+            part = "compile wait" if stamp < spans[j][2] else spans[j][3]
+        for key in (part, "all"):
+            busy[key] += util * dt
+            seconds[key] += dt
+    return {key: {"seconds": seconds[key], "utilization": busy[key] / seconds[key]}
+            for key in sorted(seconds, key=lambda k: (k == "all", -seconds[k])) if seconds[key] > 0}
+
+
+def load_series(run_dir: Path) -> dict[str, list[tuple[float, float]]]:
+    return {path.stem: read_series(path) for path in sorted((run_dir / "gpu-util").glob("*.tsv"))}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path)
@@ -90,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = load(args.run_dir)
     data = summary(rows, [float(x) for x in args.at.split(",")])
+    data["gpu_by_part"] = {name: gpu_attribution(rows, series) for name, series in load_series(args.run_dir).items()}
     if args.json:
         args.json.write_text(json.dumps({"summary": data, "evaluations": rows}, indent=1))
     if not rows:
@@ -102,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {fam:22s} n={f['evaluations']:3d} {f['seconds']:6.2f} s: " +
               ", ".join(f"{s} {f[s]:.2f}" for s in STAGES if f[s]))
     print(f"JIT in evaluation children: {data['jit']}")
+    for name, parts in data["gpu_by_part"].items():
+        print(f"GPU utilisation ({name}, NVML driver samples) by part of the run: " + "; ".join(
+            f"{part} {100 * p['utilization']:.0f}% of {p['seconds']:.0f} s" for part, p in parts.items()))
     print(f"best geomean ms per family at minutes {args.at}: {data['best_geomean_ms']}")
     for r in rows:
         st = r["stages"]

@@ -103,6 +103,11 @@ class EvaluationConfig(_Section):
         8, ge=0, description="candidates queued per evaluator at most: beyond compile_ahead, an evaluator takes "
         "more while its compile processes would otherwise idle (cheap compiles keep the CPUs busy and the "
         "evaluator finds one ready); at or below compile_ahead: exactly compile_ahead")
+    hold_for_ready: bool = Field(
+        True, description="with compile_ahead, a free evaluator starts no candidate whose kernels are still "
+        "compiling: it waits for the first queued one that is compiled and takes one more candidate every "
+        "0.5 s meanwhile (up to compile_ahead_max), so a cheap child runs while a long compile goes on; "
+        "false: it starts the head and waits inside it")
 
     @model_validator(mode="before")
     @classmethod

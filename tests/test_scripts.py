@@ -100,3 +100,16 @@ def test_every_sweep_plan_renders_files_the_families_accept(tmp_path, monkeypatc
         for variant in plan:
             path = variant.path()
             assert path.is_file(), f"{name}: {variant.family}/{variant.label}"
+
+
+def test_honesty_benches_time_the_seeds_as_the_run_timed_them(tmp_path):
+    """A search timed with GPU MODE's regions compared against a one-call-per-region bench would
+    report a gap that is only the method's (launch-bound cases differ by 20-50%)."""
+    import honesty_table
+    from population.store import RunStore
+
+    for name, config, region in (("gm", {"evaluation": {"timing": {"region": "gpumode"}}}, "gpumode"),
+                                 ("default", {"evaluation": {}}, "call"), ("bare", {}, "call")):
+        with RunStore.create(tmp_path / name, json.dumps(config)):
+            pass
+        assert honesty_table.timing_region(tmp_path / name) == region

@@ -97,6 +97,9 @@ class SearchLoop:
         self.focus = Focus(config.focus, run, log)  # the objective of a focused run (search/engine/focus.py)
         self.human = HumanChannel(self)  # the engineer's events (search/engine/human.py)
         self.duels = Duels(self)  # new champions timed against the ones they replaced (search/engine/duels.py)
+        # Seconds each family's candidates took to compile ahead (a moving average of what the
+        # evaluators reported): while an evaluator holds for a compiled request, cheap ones go first.
+        self.compile_seconds: dict[str, float] = {}
 
     # --- state across resumes ------------------------------------------------------------
 
@@ -187,6 +190,7 @@ class SearchLoop:
                                    C.BUSY_SECONDS: outcome.busy_s})
             if self.llm_budget is not None:
                 self.llm_budget.evaluated(outcome.candidate_id)
+        self._learn_compile_cost(family, result)
         told = result.fitness_ms if state is State.VERIFIED else None
         if state is State.SCREENED:
             told = result.screen.get("estimate_ms")  # the screened value, on the fitness scale
@@ -294,9 +298,20 @@ class SearchLoop:
         """Queued and running children per structure, from memory (no store read per proposal)."""
         return self.queue.by_structure(self.pool.inflight())
 
+    def _learn_compile_cost(self, family: str, result: EvalResult) -> None:
+        seconds = result.stage_seconds.get("compile_ahead")
+        if seconds is not None:
+            old = self.compile_seconds.get(family)
+            self.compile_seconds[family] = seconds if old is None else 0.7 * old + 0.3 * seconds
+
     def _families_in_order(self) -> list[str]:
+        """Families to propose from, in random order; while an evaluator holds a lane for a
+        compiled request, those whose candidates compiled fastest first (a family not seen yet
+        counts as free: one child teaches its cost)."""
         names = self.proposer.searchable_families()
         self.rng.shuffle(names)
+        if self.pool.holding():
+            names.sort(key=lambda name: self.compile_seconds.get(name, 0.0))
         return names
 
     def _propose_now(self) -> bool:

@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Collection, Mapping, Sequence
 
+from kernels.harness.compile_stats import builds_cuda
+
 TRITON_CACHE = "triton-cache"
 TORCH_EXTENSIONS = "torch-extensions"  # CUDA C++ candidates' builds (load_inline), by source hash
 KERNELS_PER_SHARD = 2  # a forked shard starts in about 0.1 s of CPU (a fresh interpreter took 3 s), a kernel takes 5
@@ -119,6 +121,11 @@ class _Compile:
     seq: int = 0  # announcement order
     urgent: bool = False  # its evaluation waits for it
     announced: float = field(default_factory=time.monotonic)
+    # Never stopped by pause(): a CUDA C++ build holds torch's build lock (a file) while it runs,
+    # and every process that loads that extension, a timing child included, waits for the lock:
+    # stopped while holding it, it deadlocked an H200 search (run j: the timed job, its retry and
+    # the rest of the run waited 6 minutes on a SIGSTOPped ``ninja``).
+    pausable: bool = True
 
     @property
     def finished(self) -> bool:
@@ -149,6 +156,13 @@ def compile_groups(shapes: Sequence[tuple[int, int]], first: Collection[int] = (
     ordered = sorted(set(shapes), key=lambda s: (-s[1], s[0]))
     groups = [[s for s in ordered if s[1] in first], [s for s in ordered if s[1] not in first]]
     return [g for g in groups if g]
+
+
+def _builds_cuda(path: Path) -> bool:
+    try:
+        return builds_cuda(path.read_text())
+    except OSError:
+        return False
 
 
 class CompileAhead:
@@ -208,7 +222,8 @@ class CompileAhead:
                     units.append(_Unit(group, self.workdir / f"{name}.precompile.json", shard=(index, count),
                                        group=min(g, 1)))
             self._seq += 1
-            self._jobs[candidate_id] = _Compile(candidate_id, Path(path), units, kind=kind, seq=self._seq)
+            self._jobs[candidate_id] = _Compile(candidate_id, Path(path), units, kind=kind, seq=self._seq,
+                                                pausable=not _builds_cuda(Path(path)))
             self._order.append(candidate_id)
             self._pump_locked()
         return True
@@ -364,7 +379,8 @@ class CompileAhead:
         return self._result(units, time.monotonic() - began, late)
 
     def pause(self) -> None:
-        """Stop every compile process (SIGSTOP) and start no new one until :meth:`resume`.
+        """Stop every compile process (SIGSTOP) but CUDA C++ builds (see ``_Compile.pausable``),
+        and start no new one until :meth:`resume`.
 
         For the timing child's sake: an H200 search that compiled on the other 14 cores while
         timing measured launch-bound cases (0.1-1.5 ms) 7-22% off a standalone bench, while
@@ -381,6 +397,8 @@ class CompileAhead:
 
     def _signal_locked(self, signum: int) -> None:
         for job in self._jobs.values():
+            if not job.pausable:
+                continue
             for unit in job.units:
                 if unit.proc is not None and unit.finished is None and unit.proc.poll() is None:
                     try:

@@ -167,7 +167,8 @@ def execute(session: RunSession, address: str | None, console: Console, grace_s:
                        cpus_per_evaluator=config.ray.cpus_per_evaluator,
                        env_extra=evaluator_env(run_dir, interpret), lanes=config.evaluation.lanes,
                        lookahead=config.evaluation.compile_ahead,
-                       max_lookahead=config.evaluation.compile_ahead_max)
+                       max_lookahead=config.evaluation.compile_ahead_max,
+                       hold_for_ready=config.evaluation.hold_for_ready and config.evaluation.compile_ahead > 0)
         kind = f"{gpus} GPU evaluator(s)" if gpus else f"{pool.size} CPU evaluator(s) (Triton interpreter)"
         kind += f", {config.evaluation.lanes} lane(s) each"
         log(f"run {run_dir}: {kind}; families {', '.join(f.name for f in config.families)}")

@@ -64,16 +64,26 @@ class EvaluatorPool(Protocol):
 
     def inflight(self) -> list[str]: ...
 
+    def holding(self) -> bool:
+        """True while an evaluator keeps a lane free because every request queued for it is still
+        compiling: the request it asks for next should be cheap to compile."""
+        ...
+
     def stats(self) -> PoolStats: ...
 
     def shutdown(self) -> None: ...
 
 
-def next_in_queue(queue: Sequence[str], compiled: Collection[str], head_waited_s: float, head_limit_s: float) -> int:
+def next_in_queue(queue: Sequence[str], compiled: Collection[str], head_waited_s: float, head_limit_s: float,
+                  hold: bool = False) -> int | None:
     """Which of an evaluator's queued candidates to start: the first whose kernels are compiled,
     so that a long compile (a lookahead_split candidate: about 50 s in 5 processes) does not
-    hold the evaluator while others are ready; the head when none is, or once the head has
-    waited ``head_limit_s`` (its case timeout), so that no candidate waits for ever."""
+    hold the evaluator while others are ready; when none is, the head, or with ``hold`` None
+    (start nothing yet: a candidate queued meanwhile may be ready first); the head in any case
+    once it has waited ``head_limit_s`` (its case timeout), so that no candidate waits for ever."""
     if head_waited_s > head_limit_s:
         return 0
-    return next((i for i, cid in enumerate(queue) if cid in compiled), 0)
+    first = next((i for i, cid in enumerate(queue) if cid in compiled), None)
+    if first is None and not hold:
+        return 0
+    return first

@@ -139,6 +139,16 @@ class Worker:
             sizes = {cid: self._first_sizes.get(cid) for cid in candidate_ids}
         return [cid for cid in candidate_ids if self.ahead.is_ready(cid, sizes[cid])]
 
+    def ready_within(self, candidate_ids: list[str], timeout_s: float, poll_s: float = 0.02) -> list[str]:
+        """Those of ``candidate_ids`` that :meth:`compiled` lists, as soon as there is one, or
+        after ``timeout_s`` (then maybe none): the pool's question while it holds a lane free."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            ready = self.compiled(candidate_ids)
+            if ready or time.monotonic() >= deadline:
+                return ready
+            time.sleep(poll_s)
+
     def compile_room(self) -> int:
         """How many more candidates this worker could start compiling now (0 without compile-ahead)."""
         return self.ahead.room() if self.ahead is not None else 0

@@ -208,3 +208,72 @@ def test_fast_q_verdict_and_residuals_match_the_reference():
     # Residuals differ only by the float32 rounding inside the reference Q (well under the gates).
     assert abs(exact.factor_scaled - fast.factor_scaled) < 0.5
     assert abs(exact.orth_scaled - fast.orth_scaled) < 2
+
+
+def _region(calls=5, n=16, batch=3):
+    """A GPU MODE timed region's worth of calls: (pristine input, output, the tensor passed)."""
+    out = []
+    for seed in range(calls):
+        a = _a(n=n, batch=batch, seed=100 + seed)
+        given = a.clone()
+        out.append((a, torch.geqrf(given.clone()), given))
+    return out
+
+
+def test_a_region_verified_at_once_agrees_with_each_call_verified_alone():
+    from kernels.verify import verify_many
+
+    calls = _region()
+    verdict, index = verify_many(calls, exact_q=False)
+    alone = [verify_qr(a, out, given, exact_q=False) for a, out, given in calls]
+    assert verdict.ok and index is None and all(v.ok for v in alone)
+    assert verdict.factor_scaled == pytest.approx(max(v.factor_scaled for v in alone))
+    assert verdict.orth_scaled == pytest.approx(max(v.orth_scaled for v in alone))
+
+
+def test_a_wrong_call_inside_a_region_is_named_with_its_own_matrix():
+    from kernels.verify import verify_many
+
+    calls = _region(calls=5, batch=3)
+    a, (h, tau), given = calls[3]
+    bad = h.clone()
+    bad[1, 0, 0] += 1.0  # matrix 1 of call 4: R no longer matches QᵀA
+    calls[3] = (a, (bad, tau), given)
+    verdict, index = verify_many(calls, exact_q=False)
+    assert not verdict.ok and index == 3 and verdict.worst_matrix == 1
+    assert "in matrix 1:" in verdict.message
+
+
+def test_a_region_fails_on_the_first_call_with_a_broken_form_or_a_changed_input():
+    from kernels.verify import verify_many
+
+    calls = _region(calls=4)
+    a, (h, tau), given = calls[2]
+    calls[2] = (a, (h.double(), tau), given)
+    verdict, index = verify_many(calls)
+    assert not verdict.ok and index == 2 and "float32" in verdict.message
+    calls = _region(calls=4)
+    calls[1][2].add_(1.0)  # the candidate wrote into its input during call 2
+    verdict, index = verify_many(calls)
+    assert not verdict.ok and index == 1 and "modified its input" in verdict.message
+
+
+def test_a_region_whose_calls_return_one_buffer_fails_after_the_region():
+    """A kernel that writes every call's result into the same tensors: all but the last output
+    were overwritten when the region ends, and the harness says which call shared memory."""
+    from kernels.harness.timing import calls_verified
+    from kernels.suites import Case
+
+    held: dict[str, tuple] = {}
+
+    def reusing(a):
+        h, tau = torch.geqrf(a)
+        if "out" not in held:
+            held["out"] = (h, tau)
+        held["out"][0].copy_(h)
+        held["out"][1].copy_(tau)
+        return held["out"]
+
+    case = Case(batch=3, n=16, cond=1.0, seed=5)
+    verdict, _, _ = calls_verified(reusing, case, [1, 2, 3], torch.device("cpu"), exact_q=False)
+    assert not verdict.ok and verdict.message.startswith("call 2 of 3:") and "share memory" in verdict.message

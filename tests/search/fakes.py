@@ -93,6 +93,7 @@ class FakePool:
     lose: dict[str, int] = field(default_factory=dict)  # candidate id -> times to lose it
     submitted: list[str] = field(default_factory=list)
     lanes: int = 1  # requests in flight per evaluator, as RayPool's lanes
+    hold: bool = False  # what holding() answers: an evaluator waits for a compiled request
     _flight: list[EvalRequest] = field(default_factory=list)
 
     def free_slots(self) -> int:
@@ -117,6 +118,9 @@ class FakePool:
 
     def inflight(self) -> list[str]:
         return [r.candidate_id for r in self._flight]
+
+    def holding(self) -> bool:
+        return self.hold
 
     def stats(self) -> PoolStats:
         return PoolStats(evaluators=self.size, ready=self.size, busy_fraction={"fake0": 1.0})

@@ -250,6 +250,29 @@ def test_compiles_pause_while_timing_and_none_starts_until_resumed(tmp_path):
         sched.close()
 
 
+def test_a_cuda_build_is_never_stopped_a_triton_compile_is(tmp_path):
+    """A load_inline build holds torch's build lock while it runs; stopped, it would keep every
+    process that loads the same extension waiting, the timing child that paused it included."""
+    compiler = FakeCompiler(delay=1.0)
+    sched = ahead(tmp_path, compiler, parallel=2)
+    try:
+        cuda = tmp_path / "cuda_cand.py"
+        cuda.write_text("from torch.utils.cpp_extension import load_inline\ndef custom_kernel(A):\n    return A\n")
+        sched.announce("triton", cand(tmp_path, "c1"), [(2, 32)])
+        sched.announce("cuda", cuda, [(2, 32)])
+        triton_proc = sched._jobs["triton"].units[0].proc
+        cuda_proc = sched._jobs["cuda"].units[0].proc
+        sched.pause()
+        assert _stopped(triton_proc.pid)
+        assert not _stopped(cuda_proc.pid, want=False)
+        assert sched.wait("cuda", timeout=30).state == "done"  # it finished while the other stood still
+        assert triton_proc.poll() is None
+        sched.resume()
+        assert sched.wait("triton", timeout=30).state == "done"
+    finally:
+        sched.close()
+
+
 def test_is_ready_tells_which_announced_candidates_would_not_wait(tmp_path):
     compiler = FakeCompiler(delay=0.5)
     sched = ahead(tmp_path, compiler, parallel=2, max_shards=2)
