@@ -186,13 +186,14 @@ def verify_many(calls: Sequence[tuple[torch.Tensor, object, torch.Tensor | None]
             failed = _check_structure(a, output, given)
             if failed is not None:
                 return failed, index
+        # The form of every output is checked: only the float64 properties are left, over one batch.
         if len(calls) == 1:
             a, output, _ = calls[0]
-            return _verify(a, output, None, exact_q), None
+            return _check_properties(a, output[0], output[1], exact_q), None  # type: ignore[index]
         a_all = torch.cat([a for a, _, _ in calls])
         h_all = torch.cat([out[0] for _, out, _ in calls])  # type: ignore[index]
         tau_all = torch.cat([out[1] for _, out, _ in calls])  # type: ignore[index]
-        verdict = _verify(a_all, (h_all, tau_all), None, exact_q)
+        verdict = _check_properties(a_all, h_all, tau_all, exact_q)
     except Exception as exc:  # a verdict, never an exception: candidates can return anything
         return _fail(f"verifier could not evaluate the output: {type(exc).__name__}: {exc}"), None
     batch = calls[0][0].shape[0]
@@ -207,11 +208,13 @@ def _verify(a: torch.Tensor, output: object, given: torch.Tensor | None, exact_q
     failed = _check_structure(a, output, given)
     if failed is not None:
         return failed
-    batch, n, _ = a.shape
     assert isinstance(output, tuple)
-    h: torch.Tensor = output[0]
-    tau: torch.Tensor = output[1]
+    return _check_properties(a, output[0], output[1], exact_q)
 
+
+def _check_properties(a: torch.Tensor, h: torch.Tensor, tau: torch.Tensor, exact_q: bool) -> VerifyResult:
+    """The float64 gates on outputs whose form :func:`_check_structure` passed."""
+    batch, n, _ = a.shape
     per_chunk = max(1, _CHUNK_ELEMENTS // max(1, n * n))
     factor = torch.empty(batch, dtype=torch.float64, device=a.device)
     orth = torch.empty_like(factor)

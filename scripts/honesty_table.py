@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kernels.candidate import materialize  # noqa: E402
 from population.models import Origin, State  # noqa: E402
 from population.store import RunStore  # noqa: E402
+from search.config import RunConfig  # noqa: E402
 
 
 def seeds(run_dir: Path) -> list[dict]:
@@ -47,8 +48,8 @@ def timing_region(run_dir: Path) -> str:
     """What one timed region held in the run (``evaluation.timing.region``), so the standalone bench
     times the seeds the same way."""
     with RunStore.open(run_dir, readonly=True, integrity=False) as store:
-        config = json.loads(store.config_json() or "{}")
-    return str(((config.get("evaluation") or {}).get("timing") or {}).get("region") or "call")
+        config = RunConfig.model_validate_json(store.config_json() or "{}")  # its defaults where the run had none
+    return config.evaluation.timing.region
 
 
 def limit_for(ms: float) -> float:
