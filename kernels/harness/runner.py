@@ -51,14 +51,23 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 class ChildProcess:
-    """A started evaluation child that has loaded torch and waits for one job."""
+    """A started evaluation child that has loaded torch and waits for one job.
 
-    def __init__(self, env: dict[str, str] | None = None, python: str = sys.executable) -> None:
+    ``staged``: the child imports torch and Triton, says "loaded", and creates its CUDA context
+    only when :meth:`init` asks, so that the host work of a start can overlap a timed call
+    elsewhere and only the context creation needs the device gate."""
+
+    def __init__(self, env: dict[str, str] | None = None, python: str = sys.executable, *,
+                 staged: bool = False) -> None:
         self._read_fd, write_fd = os.pipe()
         self._log = tempfile.TemporaryFile()
         self.started = time.monotonic()
+        self.staged = staged
+        self.loaded = not staged  # a staged child's imports are done (its "loaded" message)
+        self._init_sent = not staged
+        argv = [python, "-m", "kernels.harness.child", "--result-fd", str(write_fd), "--wait"]
         self.proc = subprocess.Popen(
-            [python, "-m", "kernels.harness.child", "--result-fd", str(write_fd), "--wait"],
+            argv + (["--init-on-request"] if staged else []),
             stdin=subprocess.PIPE,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -73,11 +82,33 @@ class ChildProcess:
         self.jobs = 0  # jobs handed to it: more than one only for a reused child
         self.reusable = False  # its last job ended with the child ready for another
 
+    def wait_loaded(self, timeout: float) -> bool:
+        """Block until a staged child has done its imports (its "loaded" message; at once for one
+        that is not staged).  False if it died or did not get there in ``timeout`` seconds."""
+        if not self.loaded:
+            try:
+                message = self.next_message(time.monotonic() + timeout)
+            except TimeoutError:
+                return False
+            self.loaded = message is not None and message.get("type") == "loaded"
+        return self.loaded
+
+    def init(self) -> None:
+        """Tell a loaded staged child to create its CUDA context (then it says "warm")."""
+        if not (self.staged and self.loaded):
+            raise RuntimeError("init is for a staged child that has said 'loaded'")
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"init\n")
+        self.proc.stdin.flush()
+        self._init_sent = True
+
     def wait_warm(self, timeout: float) -> bool:
         """Block until the child has imported torch and initialised the device (its first
-        message), so that starting it cannot overlap work that follows.  False if it died or
-        did not get there in ``timeout`` seconds."""
+        message, or a staged child's message after :meth:`init`), so that starting it cannot
+        overlap work that follows.  False if it died or did not get there in ``timeout`` seconds."""
         if not self.warm:
+            if not self._init_sent:
+                return False  # a staged child must load and be told to init first
             try:
                 message = self.next_message(time.monotonic() + timeout)
             except TimeoutError:
@@ -96,9 +127,10 @@ class ChildProcess:
         return True
 
     @classmethod
-    def pinned(cls, cpus: frozenset[int] | None, env: dict[str, str] | None = None) -> "ChildProcess":
+    def pinned(cls, cpus: frozenset[int] | None, env: dict[str, str] | None = None,
+               staged: bool = False) -> "ChildProcess":
         """A child restricted to ``cpus`` from its start (threads it makes later inherit them)."""
-        child = cls(env=env)
+        child = cls(env=env, staged=staged)
         if cpus:
             child.pin(cpus)
         return child

@@ -1,21 +1,25 @@
 """The evaluation processes of one worker: warm spares, children still starting, children kept
-per structure, and the timing children; every start covered by the device gate.
+per structure, and the timing children; every context creation covered by the device gate.
 
-Starting a child creates a CUDA context, which must never overlap a timed call
-(:mod:`search.evaluate.device_gate`).  So a child is only ever started under a hold: a spare
-under a shared hold of its own from spawn until it is warm (a watcher thread waits for its first
-message, puts it among the spares and releases the hold), a child a stage starts directly under
-that stage's hold (the verify stage's shared one, or the bench job's exclusive one for its own
-timing child).  A bench job therefore never starts while a spare is still starting: the exclusive
-hold waits for it.
+Creating a CUDA context must never overlap a timed call (:mod:`search.evaluate.device_gate`).
+Importing torch and Triton is host work, 1-3 s of a start.  So a spare starts in two steps: it
+is spawned at once, on CPUs other than the timing ones, and imports with no hold (a bench job
+may run meanwhile); once it says "loaded", its watcher thread waits for a shared hold, tells it
+to create its context, puts it among the spares when it is warm and releases the hold.  A bench
+job therefore waits only for contexts being created, not for imports (run j: a bench job waited
+0.85 s per evaluation for spares that held the gate from spawn).  A child a stage starts directly
+(:meth:`ChildPool.new_child`) starts whole under that stage's hold.
 
 Thread-safe: the lanes of a worker take children at once.  A child is handed to one caller only:
 every list it can be taken from is changed under one lock, and a spare still starting is
-*claimed* by one caller, who waits for its watcher.
+*claimed* by one caller, who waits for its watcher and lends it the caller's own hold for the
+context (a caller that holds the gate and waited for the watcher to get its own shared hold
+could wait behind a bench job that waits for the caller).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -28,12 +32,13 @@ from search.evaluate.device_gate import DeviceGate, Hold
 
 @dataclass(eq=False)
 class _Starting:
-    """A spare between spawn and warm (or death), holding the gate while it starts."""
+    """A spare between spawn and warm (or death)."""
 
     child: ChildProcess
-    hold: Hold
     done: threading.Event = field(default_factory=threading.Event)
     claimed: bool = False  # a caller waits for it: the watcher hands it over instead of keeping it
+    lent: Hold | None = None  # the claiming caller's hold, which covers the context's creation
+    stop_waiting: threading.Event = field(default_factory=threading.Event)  # claimed or closing
 
 
 class ChildPool:
@@ -57,6 +62,8 @@ class ChildPool:
         # until warm (run j, 5 families: 0.56-1.44 s of settling per evaluation; run h, 3: 0.03 s).
         # Six structures keep about 30 children, each with a device context (about 0.5 GB).
         self.max_kept_structures = 6
+        # Spares import while a timed call may run: on the CPUs the timing child does not use.
+        self.spare_cpus = _other_cpus(timing_cpus)
         self.reused = 0  # children handed a second or later job
         self._lock = threading.Lock()
         self._spares: list[ChildProcess] = []  # warm, waiting for a job
@@ -96,17 +103,10 @@ class ChildPool:
     def top_up(self) -> None:
         """Start spares until ``target`` are warm or starting (extra or dead ones are closed).
 
-        They start now if the gate grants a shared hold at once, else (a bench job runs or
-        waits) the refill thread starts them once it gets one: never during a timed job."""
+        They are spawned now, even during a bench job: their imports are host work on other
+        CPUs, and each one's context waits for a shared hold (:meth:`_watch`)."""
         self.discard(*self._prune())
-        hold = self.gate.try_shared()
-        if hold is None:
-            self._wake_refill()
-            return
-        try:
-            self._spawn_spares(hold)
-        finally:
-            hold.release()
+        self._spawn_spares()
 
     def discard(self, *children: ChildProcess) -> None:
         """Close children no one needs.  A live one holds a device context, whose teardown is
@@ -146,46 +146,73 @@ class ChildPool:
             self._spares = alive
         return extra
 
-    def _spawn_spares(self, hold: Hold) -> None:
-        """Spawn what the target lacks, each spare under a share of ``hold`` until it is warm."""
+    def _spawn_spares(self) -> None:
+        """Spawn what the target lacks, each with a watcher that starts it (see the module docstring)."""
         while True:
             with self._lock:
                 if self._closed or len(self._spares) + len(self._starting) >= self.target:
                     return
-                share = hold.share()  # before the process exists: its whole start is covered
-                try:
-                    entry = _Starting(child=ChildProcess(env=self.env), hold=share)
-                except BaseException:
-                    share.release()
-                    raise
+                entry = _Starting(child=ChildProcess(env=self.env, staged=True))
+                if self.spare_cpus:
+                    entry.child.pin(self.spare_cpus)
                 self._starting.append(entry)
                 timeout = self.startup_timeout_s
             threading.Thread(target=self._watch, args=(entry, timeout), daemon=True, name="spare-start").start()
 
+    def _context_hold(self, entry: _Starting) -> tuple[Hold | None, bool]:
+        """What covers a loaded spare's context creation: (a hold to release after, covered?).
+
+        A shared hold of the watcher's own, as soon as no bench job runs or waits; or, once a
+        caller claims the spare, a share of the caller's shared hold, or the caller's exclusive
+        hold itself (its timing child: nothing is timed until the caller has it)."""
+        while True:
+            with self._lock:
+                lent, closed = entry.lent, self._closed
+            if closed:
+                return None, False
+            if lent is not None:
+                if lent.kind == "exclusive":
+                    return None, lent.held
+                return (lent.share(), True) if lent.held else (None, False)
+            own = self.gate.shared_unless(entry.stop_waiting)
+            if own is not None:
+                return own, True
+            # Claimed (or closing) while waiting: loop to use the caller's hold.
+
     def _watch(self, entry: _Starting, timeout: float) -> None:
-        """Wait for a starting spare's first message; then it is a spare (or handed to the caller
-        who claimed it, or closed if it died or stalled), and only then is its hold released, so
-        a bench job that gets the gate next finds it warm."""
+        """Start a spare: wait for its imports, then create its context under a hold
+        (:meth:`_context_hold`); it is then a spare (or handed to the caller who claimed it, or
+        closed if it died or stalled), and only then is the hold released, so a bench job that
+        gets the gate next finds it warm."""
+        hold: Hold | None = None
+        warm = False
         try:
-            warm = entry.child.wait_warm(timeout)
-        except Exception:  # a closed pipe (the pool closed it): not warm
+            if entry.child.wait_loaded(timeout):
+                hold, covered = self._context_hold(entry)
+                if covered:
+                    entry.child.init()
+                    warm = entry.child.wait_warm(timeout)
+        except Exception:  # a closed pipe (the pool closed it), a dead child's stdin: not warm
             warm = False
         close = False
-        with self._lock:
-            self._starting.remove(entry)
-            if not entry.claimed:
-                if warm and not self._closed:
-                    self._spares.append(entry.child)
-                else:
-                    close = True
-        if close:
-            entry.child.close()
-        entry.done.set()
-        entry.hold.release()
+        try:
+            with self._lock:
+                self._starting.remove(entry)
+                if not entry.claimed:
+                    if warm and not self._closed:
+                        self._spares.append(entry.child)
+                    else:
+                        close = True
+            if close:
+                entry.child.close()
+            entry.done.set()
+        finally:
+            if hold is not None:
+                hold.release()
 
     def _refill_forever(self) -> None:
-        """Close and start what ``discard`` and ``top_up`` could not at once, as soon as a shared
-        hold is granted (after the bench jobs that run or wait)."""
+        """Close what ``discard`` could not at once, as soon as a shared hold is granted (after
+        the bench jobs that run or wait)."""
         while True:
             with self._lock:
                 while not self._refill_wanted and not self._closed:
@@ -199,7 +226,6 @@ class ChildPool:
                     closing, self._to_close = self._to_close, []
                 for child in closing:
                     child.close()
-                self._spawn_spares(hold)
             finally:
                 hold.release()
 
@@ -233,6 +259,8 @@ class ChildPool:
                 claimed = next((e for e in self._starting if not e.claimed), None)
                 if claimed is not None:
                     claimed.claimed = True
+                    claimed.lent = hold
+                    claimed.stop_waiting.set()
             if claimed is None:
                 return self.new_child(hold)
             claimed.done.wait()  # bounded by the watcher's start-up timeout
@@ -296,13 +324,27 @@ class ChildPool:
             kept = [c for pool in self._kept.values() for c in pool] + list(self._kept_timing.values())
             children = self._spares + kept + self._to_close
             self._to_close = []
-            starting = [e.child for e in self._starting]
+            starting_entries = list(self._starting)
+            starting = [e.child for e in starting_entries]
             self._spares = []
             self._kept.clear()
             self._kept_timing.clear()
         for child in children:
             child.close()
+        for entry in starting_entries:
+            entry.stop_waiting.set()
         for child in starting:
             # Killed, not closed: its watcher still reads its pipe, sees it end, closes it and
             # releases its hold (closing the pipe under the watcher could hand it a reused fd).
             child.kill()
+
+
+def _other_cpus(timing_cpus: frozenset[int] | None) -> frozenset[int] | None:
+    """This process's CPUs other than ``timing_cpus`` (None: no timing CPUs, or none left)."""
+    if not timing_cpus:
+        return None
+    try:
+        rest = frozenset(os.sched_getaffinity(0)) - timing_cpus
+    except (AttributeError, OSError):
+        return None
+    return rest or None

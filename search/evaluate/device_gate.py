@@ -115,6 +115,27 @@ class DeviceGate:
             self._waited[me] = self._waited.get(me, 0) + 1
         return Hold(self, "shared", time.monotonic() - began, me)
 
+    def shared_unless(self, cancel: threading.Event, poll_s: float = 0.05) -> Hold | None:
+        """A shared hold as :meth:`shared` grants it, or None once ``cancel`` is set (checked at
+        least every ``poll_s``): what a spare waits with before creating its context, so that a
+        caller who claims it can start it under its own hold instead."""
+        me = self._check_not_holding("a shared hold")
+        began = time.monotonic()
+        with self._cond:
+            self._readers_waiting += 1
+            try:
+                while self._writer or self._writers_waiting:
+                    if cancel.is_set():
+                        return None
+                    self._cond.wait(poll_s)
+                if cancel.is_set():
+                    return None
+            finally:
+                self._readers_waiting -= 1
+            self._readers += 1
+            self._waited[me] = self._waited.get(me, 0) + 1
+        return Hold(self, "shared", time.monotonic() - began, me)
+
     def try_shared(self) -> Hold | None:
         """A shared hold if one is granted now (no bench job runs or waits), else None; never
         waits, so a thread that holds the gate may ask."""

@@ -208,6 +208,51 @@ def test_ungated_bench_verifies_every_output_and_keeps_the_evidence():
     assert report.cases[0].status == "failed_verify" and "timed call" in report.cases[0].message
 
 
+def test_a_staged_child_loads_then_waits_for_init_before_it_is_warm_and_runs_a_job(tmp_path):
+    from kernels.harness.job import Job
+    from kernels.harness.runner import ChildProcess
+
+    child = ChildProcess(env=child_env(), staged=True)
+    try:
+        assert not child.wait_warm(0.1)  # not told to init: never warm
+        assert child.wait_loaded(120) and child.loaded and not child.warm
+        assert not child.wait_warm(0.1)
+        child.init()
+        assert child.wait_warm(120)
+        job = Job(candidate=str(BASELINE_PATH), cases=list(SMALL[:1]), mode="verify", device="cpu")
+        job_path = tmp_path / "job.json"
+        job_path.write_text(job.model_dump_json())
+        child.submit(job_path)
+        kinds = []
+        while not kinds or kinds[-1] != "done":
+            message = child.next_message(time.monotonic() + 120)
+            assert message is not None
+            kinds.append(message["type"])
+        assert "case_result" in kinds
+    finally:
+        child.close()
+    quitter = ChildProcess(env=child_env(), staged=True)
+    try:
+        assert quitter.wait_loaded(120)
+        assert quitter.proc.stdin is not None
+        quitter.proc.stdin.close()  # no word to init: it ends without touching the device
+        assert quitter.proc.wait(60) == 0
+    finally:
+        quitter.close()
+    with pytest.raises(RuntimeError, match="staged"):
+        _not_staged_init()
+
+
+def _not_staged_init() -> None:
+    from kernels.harness.runner import ChildProcess
+
+    plain = ChildProcess(env=child_env())
+    try:
+        plain.init()
+    finally:
+        plain.close()
+
+
 def test_a_pinned_child_and_every_thread_it_starts_stay_on_its_cpus():
     import os
 

@@ -190,7 +190,8 @@ def test_a_worker_compiles_announced_candidates_ahead_under_the_interpreter(tmp_
         assert out.result.jit["ahead_kernels_compiled"] == len(Worker.shapes(first))
         stages = out.result.stage_seconds
         assert stages["compile_ahead"] >= 0.2 and stages["compile_wait"] >= 0  # the fake sleeps 0.2 s
-        assert pinned == [timing]  # the timing child, and only it, is pinned
+        # The timing child, and only it, runs on the timing CPUs; spares import on the others.
+        assert pinned.count(timing) == 1 and all(cpus == timing or not cpus & timing for cpus in pinned)
         assert calls == ["pause", "resume"]  # compiles stood still while it timed
         unannounced = worker.evaluate(second)
         assert unannounced.state is State.VERIFIED and unannounced.result.jit["ahead_done"] == 0.0

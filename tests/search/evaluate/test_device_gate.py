@@ -295,3 +295,32 @@ def test_many_readers_and_writers_never_overlap_and_nobody_is_left_waiting():
     assert not any(t.is_alive() for t in threads), f"a thread was left waiting: {gate.state()}"
     assert broken == []
     assert gate.state() == GateState(readers=0, writer=False, writers_waiting=0, readers_waiting=0)
+
+
+def test_shared_unless_waits_behind_a_bench_job_and_gives_up_when_told() -> None:
+    gate = DeviceGate()
+    assert gate.shared_unless(threading.Event()) is not None  # free: granted at once
+    gate = DeviceGate()
+    bench = Taker(gate, "exclusive").start()
+    bench.got.wait(LIMIT)
+    cancel = threading.Event()
+    got: list[object] = []
+    waiter = threading.Thread(target=lambda: got.append(gate.shared_unless(cancel)))
+    waiter.start()
+    until(lambda: gate.state().readers_waiting == 1, "it waits behind the bench job")
+    cancel.set()
+    waiter.join(LIMIT)
+    assert got == [None] and gate.state() == GateState(readers=0, writer=True, writers_waiting=0, readers_waiting=0)
+    bench.finish()
+    late = threading.Event()
+    got.clear()
+    again = Taker(gate, "exclusive").start()
+    again.got.wait(LIMIT)
+    waiter = threading.Thread(target=lambda: got.append(gate.shared_unless(late)))
+    waiter.start()
+    until(lambda: gate.state().readers_waiting == 1, "it waits again")
+    again.finish()
+    waiter.join(LIMIT)
+    hold = got[0]
+    assert hold is not None and gate.state().readers == 1
+    hold.release()  # type: ignore[attr-defined]

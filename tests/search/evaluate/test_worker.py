@@ -94,23 +94,26 @@ def test_spare_children_are_replaced_after_each_use(worker):
     assert all(child.proc.poll() is None for child in after)
 
 
-def test_no_child_starts_while_a_candidate_is_timed(worker, monkeypatch):
+def test_no_child_starts_while_a_candidate_is_timed(tmp_path, monkeypatch):
     import kernels.harness.runner as runner_module
     import search.evaluate.children as children_module
     import search.evaluate.worker as worker_module
 
-    started, stage = [], {"now": "idle"}
+    started, inits, stage = [], [], {"now": "idle"}
     real_child, real_run = children_module.ChildProcess, worker_module.run_candidate
+    real_init = runner_module.ChildProcess.init
 
     def counting_child(*args, **kwargs):
-        started.append(stage["now"])
+        started.append((stage["now"], kwargs.get("staged", False)))
         return real_child(*args, **kwargs)
+
+    def recording_init(self):
+        state = worker.gate.state()
+        inits.append((stage["now"], state.readers > 0 or state.writer, state.writer))
+        return real_init(self)
 
     def tracking_run(*args, **kwargs):
         stage["now"] = kwargs.get("mode", "verify")
-        if stage["now"] == "bench":  # spares started earlier have finished starting
-            stage["spares_warm"] = all(child.warm for child in worker.children.spares()) and \
-                not worker.children.starting() and worker.gate.state().writer
         try:
             return real_run(*args, **kwargs)
         finally:
@@ -118,11 +121,20 @@ def test_no_child_starts_while_a_candidate_is_timed(worker, monkeypatch):
 
     monkeypatch.setattr(children_module, "ChildProcess", counting_child)
     monkeypatch.setattr(runner_module, "ChildProcess", counting_child)
+    monkeypatch.setattr(real_child, "init", recording_init)
     monkeypatch.setattr(worker_module, "run_candidate", tracking_run)
-    out = worker.evaluate(request(BASELINE_PATH.read_text(), verify_processes=2))
+    worker = Worker(tmp_path / "work", name="cpu0")  # its spares start under the recorders
+    try:
+        out = worker.evaluate(request(BASELINE_PATH.read_text(), verify_processes=2))
+    finally:
+        worker.close()
     assert out.state is State.VERIFIED
-    assert started and "bench" not in started
-    assert stage["spares_warm"] is True
+    # Spares import whenever (they touch no device); a child started whole never starts in a
+    # bench job, and a context is created only under a hold: in a bench job, only the job's own
+    # timing child's, under its exclusive hold before anything is timed.
+    assert started and all(staged for now, staged in started if now == "bench")
+    assert inits and all(covered for _, covered, _ in inits)
+    assert all(writer for now, _, writer in inits if now == "bench")
 
 
 def test_stage_seconds_say_where_the_time_went(worker):

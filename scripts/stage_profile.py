@@ -1,0 +1,190 @@
+"""Where a bench job's wall time goes, and how much of each part keeps the GPU busy.
+
+    python scripts/stage_profile.py [--families a,b] [--region gpumode] [--max-seconds 0.5]
+
+Runs, in this one process, what an evaluation child runs for each family's seed file: load the
+candidate, the verify stage's gate calls (the verify suite with the exact Q, the bench cases'
+first calls with the fast one), then the bench job (warm-up, timed regions, their re-checks) on
+every bench case.  The harness's own functions run; each part is wrapped in a profiler range,
+and the GPU's busy time inside each range is the union of the kernels, copies and sets that the
+profiler saw run in it.  Prints, per family and over all, wall seconds and GPU-busy percent per
+part: the numbers that say which part of an evaluation leaves the GPU idle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import kernels.harness.timing as timing  # noqa: E402
+from kernels.candidate import load_candidate  # noqa: E402
+from kernels.harness.precompile import CompileTarget, start_precompile  # noqa: E402
+from kernels.harness.settings import TimingPolicy  # noqa: E402
+from kernels.suites import get_suite  # noqa: E402
+
+FAMILIES = ["householder_unblocked", "blocked_wy", "lookahead_split", "cuda_onchip", "cuda_blocked"]
+PARTS = ("load", "clock", "gate_quick", "gate_bench", "warmup", "inputs", "flush", "region", "recheck")
+
+
+def _wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        with record_function(f"part:{name}"):
+            return fn(*args, **kwargs)
+    return wrapped
+
+
+@contextmanager
+def _parts_instrumented() -> Iterator[None]:
+    """The harness's timing module with its steps inside profiler ranges (restored after)."""
+    saved = {name: getattr(timing, name) for name in ("generate_input", "verify_many")}
+    flush, region = timing.DeviceClock.flush, timing.DeviceClock.region
+    timing.generate_input = _wrap("inputs", saved["generate_input"])  # type: ignore[attr-defined]
+    timing.verify_many = _wrap("recheck", saved["verify_many"])  # type: ignore[attr-defined]
+    timing.DeviceClock.flush = _wrap("flush", flush)  # type: ignore[method-assign]
+    timing.DeviceClock.region = _wrap("region", region)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(timing, name, fn)
+        timing.DeviceClock.flush, timing.DeviceClock.region = flush, region  # type: ignore[method-assign]
+
+
+def _union(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, float("-inf")
+    for lo, hi in sorted(intervals):
+        if hi <= end:
+            continue
+        total += hi - max(lo, end)
+        end = hi
+    return total
+
+
+def busy_by_part(trace: dict) -> dict[str, dict[str, float]]:
+    """Wall and GPU-busy microseconds per ``part:`` range of a Chrome trace (nested ranges of the
+    same part count once: the innermost is not double-counted, the ranges are merged first)."""
+    events = trace.get("traceEvents", trace) if isinstance(trace, dict) else trace
+    gpu = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
+                 if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+    ranges: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for e in events:
+        if e.get("ph") == "X" and str(e.get("name", "")).startswith("part:"):
+            ranges[e["name"][5:]].append((e["ts"], e["ts"] + e["dur"]))
+    out: dict[str, dict[str, float]] = {}
+    for part, spans in ranges.items():
+        merged: list[tuple[float, float]] = []
+        for lo, hi in sorted(spans):
+            if merged and lo <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+            else:
+                merged.append((lo, hi))
+        clipped = [(max(a, lo), min(b, hi)) for lo, hi in merged for a, b in gpu if b > lo and a < hi]
+        out[part] = {"wall_us": sum(hi - lo for lo, hi in merged), "busy_us": _union(clipped),
+                     "count": float(len(spans))}
+    return out
+
+
+def profile_family(family: str, policy: TimingPolicy, verify_suite: str, bench_suite: str,
+                   trace_dir: Path) -> dict[str, dict[str, float]]:
+    device = torch.device("cuda")
+    path = ROOT / "kernels" / "families" / f"{family}.py"
+    bench_cases = list(get_suite(bench_suite))
+    with _parts_instrumented(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with record_function("part:load"):
+            kernel = load_candidate(path)
+        with record_function("part:clock"):
+            clock = timing.DeviceClock(device)
+        for case in get_suite(verify_suite):
+            with record_function("part:gate_quick"):
+                timing.call_verified(kernel, case, case.seed, device, exact_q=True)
+        for case in bench_cases:
+            with record_function("part:gate_bench"):
+                timing.call_verified(kernel, case, case.seed, device, exact_q=False)
+        for case in bench_cases:
+            with record_function("part:case"):
+                for w in range(policy.warmup_calls):
+                    with record_function("part:warmup"):
+                        timing.call_verified(kernel, case, timing.timed_input_seed(case, -2 - w), device,
+                                             exact_q=False)
+                timing.measure(kernel, case, device, clock, policy.model_copy(update={"warmup_calls": 0}))
+    trace_path = trace_dir / f"{family}.json"
+    prof.export_chrome_trace(str(trace_path))
+    return busy_by_part(json.loads(trace_path.read_text()))
+
+
+def precompile(families: list[str], suites: list[str], shards: int, cache_dir: Path, logs: Path) -> float:
+    """Every family's kernels compiled into ``cache_dir`` first, ``shards`` processes each (as the
+    search compiles ahead), so that the profile sees the cache hits an evaluation child sees."""
+    began = time.perf_counter()
+    shapes = sorted({(c.batch, c.n) for suite in suites for c in get_suite(suite)})
+    procs = [start_precompile(ROOT / "kernels" / "families" / f"{family}.py", shapes, cache_dir=cache_dir,
+                              target=CompileTarget(sm_count=torch.cuda.get_device_properties(0).multi_processor_count),
+                              report_path=logs / f"pre-{family}-{i}.json", shard=(i, shards))
+             for family in families for i in range(shards)]
+    for proc in procs:
+        proc.wait()
+    return time.perf_counter() - began
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--families", default=",".join(FAMILIES))
+    parser.add_argument("--region", default="gpumode", choices=["call", "gpumode"])
+    parser.add_argument("--max-seconds", type=float, default=0.5)
+    parser.add_argument("--verify-suite", default="qrv2-quick")
+    parser.add_argument("--bench-suite", default="qrv2-bench")
+    parser.add_argument("--trace-dir", type=Path, default=Path("/tmp/stage-traces"))
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--precompile-shards", type=int, default=0,
+                        help="compile every family ahead into $TRITON_CACHE_DIR in this many processes each")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("stage_profile needs a CUDA device", file=sys.stderr)
+        return 2
+    args.trace_dir.mkdir(parents=True, exist_ok=True)
+    policy = TimingPolicy(max_seconds=args.max_seconds, region=args.region)
+    families = args.families.split(",")
+    if args.precompile_shards:
+        import os
+
+        cache = Path(os.environ.get("TRITON_CACHE_DIR", Path.home() / ".triton" / "cache"))
+        seconds = precompile(families, [args.verify_suite, args.bench_suite], args.precompile_shards, cache,
+                             args.trace_dir)
+        print(f"precompiled {len(families)} families in {seconds:.1f} s", flush=True)
+    results: dict[str, dict[str, dict[str, float]]] = {}
+    for family in families:
+        began = time.perf_counter()
+        results[family] = profile_family(family, policy, args.verify_suite, args.bench_suite, args.trace_dir)
+        print(f"{family}: profiled in {time.perf_counter() - began:.1f} s", flush=True)
+    total: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    print(f"\n{'family':22s} " + " ".join(f"{p:>16s}" for p in (*PARTS, "case")))
+    for family, parts in results.items():
+        cells = []
+        for part in (*PARTS, "case"):
+            p = parts.get(part, {"wall_us": 0.0, "busy_us": 0.0})
+            for key in ("wall_us", "busy_us"):
+                total[part][key] += p[key]
+            cells.append(f"{p['wall_us'] / 1e6:7.2f}s {100 * p['busy_us'] / max(p['wall_us'], 1):4.0f}%")
+        print(f"{family:22s} " + " ".join(f"{c:>16s}" for c in cells))
+    print(f"{'all':22s} " + " ".join(
+        f"{total[p]['wall_us'] / 1e6:7.2f}s {100 * total[p]['busy_us'] / max(total[p]['wall_us'], 1):4.0f}%"
+        for p in (*PARTS, "case")))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
