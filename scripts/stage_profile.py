@@ -34,7 +34,9 @@ from kernels.harness.precompile import CompileTarget, start_precompile  # noqa: 
 from kernels.harness.settings import TimingPolicy  # noqa: E402
 from kernels.suites import get_suite  # noqa: E402
 
-FAMILIES = ["householder_unblocked", "blocked_wy", "lookahead_split", "cuda_onchip", "cuda_blocked"]
+# householder_unblocked hands n > 128 to torch.geqrf, whose per-column launches made a 5-minute
+# trace on an H200 (310 s for that one family): name it with --families to profile it anyway.
+FAMILIES = ["blocked_wy", "lookahead_split", "cuda_onchip", "cuda_blocked"]
 PARTS = ("load", "clock", "gate_quick", "gate_bench", "warmup", "inputs", "flush", "region", "recheck")
 
 
