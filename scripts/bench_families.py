@@ -240,7 +240,7 @@ PLANS: dict[str, list[Variant]] = {
         Variant("cuda_blocked", "x3", CB_X3, ["40x352", "640x512", "60x1024"], _tests(352, 512, 1024, kinds=HARD)),
         Variant("cuda_blocked", "bf3", CB_BF3, ["640x512", "60x1024"], _tests(352, 512, 1024, kinds=HARD)),
         Variant("cuda_blocked", "x3-bn128", {**CB_X3, "apply_bn": 128}, ["640x512", "60x1024"]),
-        Variant("cuda_blocked", "x3-w4", {**CB_X3, "apply_warps": 4}, ["640x512", "60x1024"]),
+        Variant("cuda_blocked", "x3-w4", {**CB_X3, "apply_warps_le512": 4, "apply_warps_le1024": 4}, ["640x512", "60x1024"]),
         Variant("cuda_blocked", "x3-bm32-s3", {**CB_X3, "apply_bm": 32, "apply_stages": 3}, ["640x512"]),
         Variant("cuda_blocked", "x3-b256", {**CB_X3, "block_le512": 256}, ["640x512"], _tests(512, kinds=HARD)),
         Variant("cuda_blocked", "x3-b1024-128", {**CB_X3, "block_le1024": 128}, ["60x1024"], _tests(1024, kinds=HARD)),
@@ -260,11 +260,11 @@ PLANS: dict[str, list[Variant]] = {
         Variant("cuda_blocked", "default", {}, ["640x512", "60x1024"]),
         Variant("cuda_blocked", "x3", CB_X3, ["40x352", "640x512", "60x1024"], _tests(512, kinds=HARD)),
         Variant("cuda_blocked", "bf3", CB_BF3, ["640x512", "60x1024"]),
-        Variant("cuda_blocked", "x3-w4", {**CB_X3, "apply_warps": 4}, ["640x512", "60x1024"]),
+        Variant("cuda_blocked", "x3-w4", {**CB_X3, "apply_warps_le512": 4, "apply_warps_le1024": 4}, ["640x512", "60x1024"]),
         Variant("cuda_blocked", "x3-bn128", {**CB_X3, "apply_bn": 128}, ["640x512", "60x1024"]),
-        Variant("cuda_blocked", "x3-bn32", {**CB_X3, "apply_bn": 32, "apply_warps": 4}, ["640x512", "60x1024"]),
+        Variant("cuda_blocked", "x3-bn32", {**CB_X3, "apply_bn": 32, "apply_warps_le512": 4, "apply_warps_le1024": 4}, ["640x512", "60x1024"]),
         Variant("cuda_blocked", "x3-b64", {**CB_X3, "block_le512": 64}, ["640x512"]),
-        Variant("cuda_blocked", "x3-b1024-128-w4", {**CB_X3, "block_le1024": 128, "apply_warps": 4}, ["60x1024"]),
+        Variant("cuda_blocked", "x3-b1024-128-w4", {**CB_X3, "block_le1024": 128, "apply_warps_le1024": 4}, ["60x1024"]),
     ],
     # r9 (cuda_onchip with a column on a group of G lanes) and r10 (reflectors published with a
     # flag instead of a block barrier, in cuda_onchip and cuda_blocked's panel kernel) measured

@@ -68,7 +68,9 @@ PARAMS = {
     'update_gt1024': 'fp32',
     'apply_bn': 64,
     'apply_bm': 64,
-    'apply_warps': 8,
+    'apply_warps_le512': 8,
+    'apply_warps_le1024': 8,
+    'apply_warps_gt1024': 8,
     'apply_stages': 2,
 }
 # qrsearch: end params
@@ -546,13 +548,14 @@ def _apply(c: torch.Tensor, v_t: torch.Tensor, t: torch.Tensor) -> None:
     kernel's split tensor-core products (PARAMS update_*: "tf32x3" or "bf16x3")."""
     n = c.stride(1)  # c is a view of H
     mode = PARAMS["update_lt512" if n < 512 else "update_le1024" if n <= 1024 else "update_gt1024"]
+    warps = PARAMS["apply_warps_le512" if n <= 512 else "apply_warps_le1024" if n <= 1024 else "apply_warps_gt1024"]
     if mode != "fp32" and c.stride(2) == 1 and c.numel() and c.shape[0] < 65536:  # grid's y limit
         width = v_t.shape[1]
         bn = PARAMS["apply_bn"]
         _apply_kernel[(triton.cdiv(c.shape[2], bn), c.shape[0])](
             c, v_t, t, c.shape[1], c.shape[2], width, c.stride(0), c.stride(1), v_t.stride(0), v_t.stride(1),
             t.stride(0), t.stride(1), KP=max(16, triton.next_power_of_2(width)), BM=PARAMS["apply_bm"], BN=bn,
-            STAGES=PARAMS["apply_stages"], PREC=mode, num_warps=PARAMS["apply_warps"])
+            STAGES=PARAMS["apply_stages"], PREC=mode, num_warps=warps)
         return
     update = torch.bmm(v_t, c)
     update = torch.bmm(t.transpose(1, 2), update)

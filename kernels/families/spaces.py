@@ -169,7 +169,7 @@ class CudaBlockedSpace(ParamSpace):
     ``max_n`` above which the file calls torch.geqrf; and how the block updates run for n < 512,
     512 ≤ n ≤ 1024 and above (``update_*``: cuBLAS FP32, or a Triton kernel of split TF32 or bf16
     tensor-core products whose programs own ``apply_bn`` columns and walk ``apply_bm`` rows at
-    a time)."""
+    a time, in ``apply_warps_*`` warps)."""
 
     max_n: Annotated[int, Choice(512, 1024, 2048, 4096)] = 1024
     nb_le512: Annotated[int, Choice(16, 32, 64)] = 64
@@ -186,7 +186,12 @@ class CudaBlockedSpace(ParamSpace):
     update_gt1024: Update = "fp32"
     apply_bn: Annotated[int, Choice(32, 64, 128)] = 64
     apply_bm: Annotated[int, Choice(32, 64, 128)] = 64
-    apply_warps: Annotated[int, Choice(4, 8)] = 8
+    # Warps of the update kernel for n ≤ 512, 512 < n ≤ 1024 and above: at 640x512 (bf16x3) 4 warps
+    # timed 7.05-7.10 ms against 8 warps' 8.0-8.1, while two 60x1024 cases went 17% slower (run k,
+    # kernels/BENCHMARKS.md); one knob for all n could not take both.
+    apply_warps_le512: Annotated[int, Choice(4, 8)] = 8
+    apply_warps_le1024: Annotated[int, Choice(4, 8)] = 8
+    apply_warps_gt1024: Annotated[int, Choice(4, 8)] = 8
     apply_stages: Annotated[int, Choice(1, 2, 3)] = 2
 
     @model_validator(mode="after")
