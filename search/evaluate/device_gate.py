@@ -9,7 +9,8 @@ a child started during timing).  So everything a worker does on its device holds
 - **exclusive**: a bench-mode job (timing, its re-checks, the reference timed in the same child,
   profiling, duels, ``qrsearch recheck``), the whole job, its timing child's start included;
 - **shared**: the verify stage's gate calls (several children at once, several lanes at once), and
-  every child process from the moment it is spawned until it is warm or dead.
+  every child's CUDA context creation (a spare's imports before it need no hold:
+  :mod:`search.evaluate.children`).
 
 The gate prefers writers: once a bench job waits, no new shared hold is granted, so a stream of
 gate calls and process starts cannot starve it; waiting bench jobs go in arrival order.  A shared

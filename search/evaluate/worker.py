@@ -49,10 +49,11 @@ class Worker:
     bench cases without repeating those calls.  Timed calls own the device
     (:mod:`search.evaluate.device_gate`): every bench-mode job holds the worker's gate
     exclusively, from its timing child's start to its last timed call; the verify stage, and
-    every child process from spawn until warm, hold it shared.  So nothing else runs on the
-    device or creates a context there while a candidate is timed (an H200 run that started a
-    child during timing measured launch-bound cases 20-75% slower), whichever lane does it,
-    and the timing child is pinned to ``timing_cpus``, away from the compile-ahead processes.
+    every child's context creation, hold it shared (a spare imports torch with no hold, on CPUs
+    other than ``timing_cpus``).  So nothing else runs on the device or creates a context there
+    while a candidate is timed (an H200 run that started a child during timing measured
+    launch-bound cases 20-75% slower), whichever lane does it, and the timing child is pinned to
+    ``timing_cpus``, away from the compile-ahead processes and the spares' imports.
 
     ``prefetch`` announces a candidate that will come next: its kernels compile ahead
     (:mod:`search.evaluate.compile_ahead`) while this one is evaluated.
