@@ -113,3 +113,21 @@ def test_honesty_benches_time_the_seeds_as_the_run_timed_them(tmp_path):
         with RunStore.create(tmp_path / name, json.dumps(config)):
             pass
         assert honesty_table.timing_region(tmp_path / name) == region
+
+
+def test_stage_profile_counts_gpu_time_once_inside_each_part():
+    from stage_profile import busy_by_part
+
+    trace = {"traceEvents": [
+        {"ph": "X", "name": "part:region", "ts": 0, "dur": 100},
+        {"ph": "X", "name": "part:region", "ts": 10, "dur": 20},  # nested in the first: wall counted once
+        {"ph": "X", "name": "part:recheck", "ts": 200, "dur": 100},
+        {"ph": "X", "cat": "kernel", "ts": 20, "dur": 50},
+        {"ph": "X", "cat": "kernel", "ts": 30, "dur": 10},  # overlaps the one before: busy once
+        {"ph": "X", "cat": "gpu_memcpy", "ts": 90, "dur": 30},  # half inside the region
+        {"ph": "X", "cat": "kernel", "ts": 250, "dur": 100},  # half inside the re-check
+        {"ph": "X", "cat": "cpu_op", "ts": 0, "dur": 300},  # host work is not GPU time
+    ]}
+    parts = busy_by_part(trace)
+    assert parts["region"] == {"wall_us": 100, "busy_us": 60, "count": 2.0}
+    assert parts["recheck"] == {"wall_us": 100, "busy_us": 50, "count": 1.0}
