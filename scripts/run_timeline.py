@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from population.models import State  # noqa: E402
+from population.records import BASELINE_FAMILY  # noqa: E402
 from population.store import RunStore  # noqa: E402
 from search.evaluate.gpu_sampler import read_series  # noqa: E402
 
@@ -87,30 +88,59 @@ def summary(rows: list[dict], at_minutes: list[float]) -> dict:
     }
 
 
-def gpu_attribution(rows: list[dict], series: list[tuple[float, float]]) -> dict[str, dict[str, float]]:
-    """GPU utilisation per part of the run: ``compile wait`` (the first ``compile_wait`` seconds
-    of an evaluation, where it waited), each family's evaluations (the rest of them), ``between
-    evaluations`` and ``all``.  Each sample stands for the time to the next one, so the shares are
-    time-weighted; an evaluation that overlaps another (lanes) counts the earlier one."""
-    spans = sorted((r["started"], r["finished"], r["started"] + r["stages"].get("compile_wait", 0.0), r["family"])
-                   for r in rows if r["finished"])
+def _busy_by_window(windows: list[tuple[float, float, str]], series: list[tuple[float, float]],
+                    outside: str | None) -> dict[str, dict[str, float]]:
+    """GPU utilisation per window label: each sample counts for the window its timestamp falls in
+    (of overlapping windows, the one that started first), else for ``outside`` (None: not
+    counted), and for ``all`` when ``outside`` is given.  Each sample stands for the time to the
+    next one, so the shares are time-weighted; a gap over 5 s (the sampler stopped) counts nowhere."""
+    windows = sorted(windows)
     busy: dict[str, float] = defaultdict(float)
     seconds: dict[str, float] = defaultdict(float)
     j = 0
     for (stamp, util), (following, _) in zip(series, series[1:]):
         dt = following - stamp
-        if dt <= 0 or dt > 5.0:  # a gap in the series (the sampler stopped): not time it saw
+        if dt <= 0 or dt > 5.0:
             continue
-        while j < len(spans) and spans[j][1] <= stamp:
+        while j < len(windows) and windows[j][1] <= stamp:
             j += 1
-        part = "between evaluations"
-        if j < len(spans) and spans[j][0] <= stamp:
-            part = "compile wait" if stamp < spans[j][2] else spans[j][3]
-        for key in (part, "all"):
-            busy[key] += util * dt
-            seconds[key] += dt
+        label = windows[j][2] if j < len(windows) and windows[j][0] <= stamp else outside
+        for key in (label, "all" if outside is not None else None):
+            if key is not None:
+                busy[key] += util * dt
+                seconds[key] += dt
     return {key: {"seconds": seconds[key], "utilization": busy[key] / seconds[key]}
             for key in sorted(seconds, key=lambda k: (k == "all", -seconds[k])) if seconds[key] > 0}
+
+
+def gpu_attribution(rows: list[dict], series: list[tuple[float, float]]) -> dict[str, dict[str, float]]:
+    """GPU utilisation per part of the run: ``compile wait`` (the first ``compile_wait`` seconds
+    of an evaluation, where it waited), each family's evaluations (the rest of them), ``between
+    evaluations`` and ``all``; an evaluation that overlaps another (lanes) counts the earlier one."""
+    windows: list[tuple[float, float, str]] = []
+    for r in rows:
+        if r["finished"]:
+            waited = r["started"] + r["stages"].get("compile_wait", 0.0)
+            windows += [(r["started"], waited, "compile wait"), (waited, r["finished"], r["family"])]
+    return _busy_by_window(windows, series, outside="between evaluations")
+
+
+def gpu_by_stage(rows: list[dict], series: list[tuple[float, float]]) -> dict[str, dict[str, float]]:
+    """GPU utilisation per stage of the candidates' full benches: ``verify stage`` (gate calls),
+    ``settle`` (waiting for the exclusive gate) and ``bench job`` (timing and re-checks, to the
+    evaluation's end), each window placed from the stage seconds the evaluation recorded, in the
+    order the worker runs them after its compile wait.  Left out: the reference, and every
+    evaluation that went through the screen (two rounds of stages, each stage one sum)."""
+    windows: list[tuple[float, float, str]] = []
+    for r in rows:
+        if not r["finished"] or not r["full_bench"] or "screen" in r["stages"] or r["family"] == BASELINE_FAMILY:
+            continue
+        at = r["started"] + r["stages"].get("compile_wait", 0.0)
+        for stage, label in (("verify", "verify stage"), ("settle", "settle")):
+            windows.append((at, at + r["stages"].get(stage, 0.0), label))
+            at += r["stages"].get(stage, 0.0)
+        windows.append((at, r["finished"], "bench job"))
+    return _busy_by_window(windows, series, outside=None)
 
 
 def load_series(run_dir: Path) -> dict[str, list[tuple[float, float]]]:
@@ -125,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = load(args.run_dir)
     data = summary(rows, [float(x) for x in args.at.split(",")])
-    data["gpu_by_part"] = {name: gpu_attribution(rows, series) for name, series in load_series(args.run_dir).items()}
+    series_by_gpu = load_series(args.run_dir)
+    data["gpu_by_part"] = {name: gpu_attribution(rows, series) for name, series in series_by_gpu.items()}
+    data["gpu_by_stage"] = {name: gpu_by_stage(rows, series) for name, series in series_by_gpu.items()}
     if args.json:
         args.json.write_text(json.dumps({"summary": data, "evaluations": rows}, indent=1))
     if not rows:
@@ -141,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, parts in data["gpu_by_part"].items():
         print(f"GPU utilisation ({name}, NVML driver samples) by part of the run: " + "; ".join(
             f"{part} {100 * p['utilization']:.0f}% of {p['seconds']:.0f} s" for part, p in parts.items()))
+    for name, stages in data["gpu_by_stage"].items():
+        print(f"GPU utilisation ({name}) by stage of the full benches: " + "; ".join(
+            f"{stage} {100 * p['utilization']:.0f}% of {p['seconds']:.0f} s" for stage, p in stages.items()))
     print(f"best geomean ms per family at minutes {args.at}: {data['best_geomean_ms']}")
     for r in rows:
         st = r["stages"]

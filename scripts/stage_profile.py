@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections import defaultdict
@@ -159,8 +160,6 @@ def main(argv: list[str] | None = None) -> int:
     policy = TimingPolicy(max_seconds=args.max_seconds, region=args.region)
     families = args.families.split(",")
     if args.precompile_shards:
-        import os
-
         cache = Path(os.environ.get("TRITON_CACHE_DIR", Path.home() / ".triton" / "cache"))
         seconds = precompile(families, [args.verify_suite, args.bench_suite], args.precompile_shards, cache,
                              args.trace_dir)

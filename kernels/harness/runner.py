@@ -82,15 +82,19 @@ class ChildProcess:
         self.jobs = 0  # jobs handed to it: more than one only for a reused child
         self.reusable = False  # its last job ended with the child ready for another
 
+    def _expect(self, kind: str, timeout: float) -> bool:
+        """Whether the child's next message, within ``timeout`` seconds, is a ``kind`` one."""
+        try:
+            message = self.next_message(time.monotonic() + timeout)
+        except TimeoutError:
+            return False
+        return message is not None and message.get("type") == kind
+
     def wait_loaded(self, timeout: float) -> bool:
         """Block until a staged child has done its imports (its "loaded" message; at once for one
         that is not staged).  False if it died or did not get there in ``timeout`` seconds."""
         if not self.loaded:
-            try:
-                message = self.next_message(time.monotonic() + timeout)
-            except TimeoutError:
-                return False
-            self.loaded = message is not None and message.get("type") == "loaded"
+            self.loaded = self._expect("loaded", timeout)
         return self.loaded
 
     def init(self) -> None:
@@ -109,11 +113,7 @@ class ChildProcess:
         if not self.warm:
             if not self._init_sent:
                 return False  # a staged child must load and be told to init first
-            try:
-                message = self.next_message(time.monotonic() + timeout)
-            except TimeoutError:
-                return False
-            self.warm = message is not None and message.get("type") == "warm"
+            self.warm = self._expect("warm", timeout)
         return self.warm
 
     def pin(self, cpus: frozenset[int]) -> bool:
@@ -127,10 +127,9 @@ class ChildProcess:
         return True
 
     @classmethod
-    def pinned(cls, cpus: frozenset[int] | None, env: dict[str, str] | None = None,
-               staged: bool = False) -> "ChildProcess":
+    def pinned(cls, cpus: frozenset[int] | None, env: dict[str, str] | None = None) -> "ChildProcess":
         """A child restricted to ``cpus`` from its start (threads it makes later inherit them)."""
-        child = cls(env=env, staged=staged)
+        child = cls(env=env)
         if cpus:
             child.pin(cpus)
         return child

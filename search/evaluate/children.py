@@ -72,10 +72,10 @@ class ChildPool:
         self._kept_timing: OrderedDict[str, ChildProcess] = OrderedDict()  # pinned already
         self._to_close: list[ChildProcess] = []  # live children to close once a shared hold is granted
         self._closed = False
-        self._refill = threading.Condition(self._lock)  # wakes the refill thread
-        self._refill_wanted = False
-        self._refiller = threading.Thread(target=self._refill_forever, daemon=True, name="spares")
-        self._refiller.start()
+        self._closer_wake = threading.Condition(self._lock)  # wakes the closer thread
+        self._close_wanted = False
+        self._closer = threading.Thread(target=self._close_deferred_forever, daemon=True, name="closer")
+        self._closer.start()
 
     @property
     def target(self) -> int:
@@ -111,7 +111,7 @@ class ChildPool:
     def discard(self, *children: ChildProcess) -> None:
         """Close children no one needs.  A live one holds a device context, whose teardown is
         driver work on the device: it is closed under a shared hold, now if one is granted at
-        once, else by the refill thread once a bench job is over."""
+        once, else by the closer thread once a bench job is over."""
         live = [c for c in children if c.proc.poll() is None]
         for child in children:
             if child not in live:
@@ -122,16 +122,16 @@ class ChildPool:
         if hold is None:
             with self._lock:
                 self._to_close += live
-            self._wake_refill()
+            self._wake_closer()
             return
         with hold:
             for child in live:
                 child.close()
 
-    def _wake_refill(self) -> None:
+    def _wake_closer(self) -> None:
         with self._lock:
-            self._refill_wanted = True
-            self._refill.notify_all()
+            self._close_wanted = True
+            self._closer_wake.notify_all()
 
     def _prune(self) -> list[ChildProcess]:
         """Drop dead spares and those beyond the target; the ones to close."""
@@ -210,16 +210,16 @@ class ChildPool:
             if hold is not None:
                 hold.release()
 
-    def _refill_forever(self) -> None:
+    def _close_deferred_forever(self) -> None:
         """Close what ``discard`` could not at once, as soon as a shared hold is granted (after
         the bench jobs that run or wait)."""
         while True:
             with self._lock:
-                while not self._refill_wanted and not self._closed:
-                    self._refill.wait()
+                while not self._close_wanted and not self._closed:
+                    self._closer_wake.wait()
                 if self._closed:
                     return
-                self._refill_wanted = False
+                self._close_wanted = False
             hold = self.gate.shared()
             try:
                 with self._lock:
@@ -320,7 +320,7 @@ class ChildPool:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            self._refill.notify_all()
+            self._closer_wake.notify_all()
             kept = [c for pool in self._kept.values() for c in pool] + list(self._kept_timing.values())
             children = self._spares + kept + self._to_close
             self._to_close = []

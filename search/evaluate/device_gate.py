@@ -103,33 +103,30 @@ class DeviceGate:
 
     def shared(self) -> Hold:
         """A shared hold: waits while a bench job runs or waits for the gate."""
-        me = self._check_not_holding("a shared hold")
-        began = time.monotonic()
-        with self._cond:
-            self._readers_waiting += 1
-            try:
-                while self._writer or self._writers_waiting:
-                    self._cond.wait()
-            finally:
-                self._readers_waiting -= 1
-            self._readers += 1
-            self._waited[me] = self._waited.get(me, 0) + 1
-        return Hold(self, "shared", time.monotonic() - began, me)
+        hold = self._wait_shared(None)
+        assert hold is not None  # nothing to cancel the wait
+        return hold
 
     def shared_unless(self, cancel: threading.Event, poll_s: float = 0.05) -> Hold | None:
         """A shared hold as :meth:`shared` grants it, or None once ``cancel`` is set (checked at
         least every ``poll_s``): what a spare waits with before creating its context, so that a
         caller who claims it can start it under its own hold instead."""
+        return self._wait_shared(cancel, poll_s)
+
+    def _wait_shared(self, cancel: threading.Event | None, poll_s: float = 0.05) -> Hold | None:
         me = self._check_not_holding("a shared hold")
         began = time.monotonic()
         with self._cond:
             self._readers_waiting += 1
             try:
                 while self._writer or self._writers_waiting:
+                    if cancel is None:
+                        self._cond.wait()
+                        continue
                     if cancel.is_set():
                         return None
                     self._cond.wait(poll_s)
-                if cancel.is_set():
+                if cancel is not None and cancel.is_set():
                     return None
             finally:
                 self._readers_waiting -= 1

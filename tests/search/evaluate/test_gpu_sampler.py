@@ -107,3 +107,23 @@ def test_utilisation_is_attributed_to_compile_waits_families_and_gaps() -> None:
     assert parts["householder"]["utilization"] == pytest.approx(0.2)
     assert parts["all"]["seconds"] == pytest.approx(8.0)
     assert list(parts)[-1] == "all"
+
+
+def test_utilisation_by_stage_covers_the_full_benches_of_candidates_only() -> None:
+    import run_timeline
+
+    full = {"full_bench": True, "family": "lookahead"}
+    rows = [  # compile wait 0-1, verify 1-2, settle 2-3, bench job 3-5
+        {**full, "started": 100.0, "finished": 105.0, "stages": {"compile_wait": 1.0, "verify": 1.0, "settle": 1.0}},
+        # left out: the reference, one that went through the screen, one screened out
+        {**full, "family": "torch_geqrf", "started": 105.0, "finished": 106.0, "stages": {"verify": 1.0}},
+        {**full, "started": 106.0, "finished": 107.0, "stages": {"screen": 0.5, "verify": 0.5}},
+        {"full_bench": False, "family": "lookahead", "started": 107.0, "finished": 108.0, "stages": {}},
+    ]
+    series = [(100.0 + 0.5 * i, u) for i, u in enumerate(
+        [0.0, 0.0, 0.4, 0.4, 0.0, 0.0, 1.0, 1.0, 0.5, 0.5, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9])]
+    stages = run_timeline.gpu_by_stage(rows, series)
+    assert set(stages) == {"verify stage", "settle", "bench job"}  # no compile wait, gaps or "all"
+    assert stages["verify stage"] == {"seconds": pytest.approx(1.0), "utilization": pytest.approx(0.4)}
+    assert stages["settle"] == {"seconds": pytest.approx(1.0), "utilization": pytest.approx(0.0)}
+    assert stages["bench job"] == {"seconds": pytest.approx(2.0), "utilization": pytest.approx(0.75)}
