@@ -89,6 +89,7 @@ def outputs_share_memory(first: object, second: object) -> bool:
 
 
 def _check_tensor(name: str, value: object, shape: tuple[int, ...], device: torch.device) -> str | None:
+    """What can be said of an output tensor without reading its values (no device sync)."""
     if not isinstance(value, torch.Tensor):
         return f"{name} must be a torch.Tensor, got {type(value).__name__}"
     if tuple(value.shape) != shape:
@@ -97,8 +98,6 @@ def _check_tensor(name: str, value: object, shape: tuple[int, ...], device: torc
         return f"{name} dtype must be torch.float32, got {value.dtype}"
     if value.device != device:
         return f"{name} must be on {device}, got {value.device}"
-    if not bool(torch.isfinite(value).all()):
-        return f"{name} contains NaN or Inf"
     return None
 
 
@@ -150,9 +149,9 @@ def _form_q(h: torch.Tensor, tau: torch.Tensor, exact_q: bool) -> torch.Tensor:
     return torch.linalg.householder_product(h, tau) if exact_q else householder_q64(h, tau)
 
 
-def _check_structure(a: torch.Tensor, output: object, given: torch.Tensor | None) -> VerifyResult | None:
-    """The contract's form (a 2-tuple of finite float32 tensors of the right shapes on the input's
-    device, sharing no memory with the input, the input unchanged): a failed verdict, or None."""
+def _check_form(a: torch.Tensor, output: object, given: torch.Tensor | None) -> VerifyResult | None:
+    """The contract's form that reads no values: a 2-tuple of float32 tensors of the right shapes
+    on the input's device, sharing no memory with the input.  A failed verdict, or None."""
     batch, n, _ = a.shape
     if not isinstance(output, tuple) or len(output) != 2:
         kind = type(output).__name__
@@ -167,9 +166,43 @@ def _check_structure(a: torch.Tensor, output: object, given: torch.Tensor | None
         for name, value in (("H", h), ("tau", tau)):
             if _overlaps(value, given):
                 return _fail(f"{name} shares memory with the input A (outputs must be fresh tensors)")
-        if not torch.equal(given, a):
-            return _fail("the candidate modified its input A in place")
     return None
+
+
+_VALUE_FAILURES = ("H contains NaN or Inf", "tau contains NaN or Inf", "the candidate modified its input A in place")
+
+
+def _first_value_failure(calls: Sequence[tuple[torch.Tensor, object, torch.Tensor | None]]
+                         ) -> tuple[VerifyResult, int] | None:
+    """The checks that read values (H and tau finite, the input unchanged) of calls whose form
+    passed, all calls at once: one device sync however many calls a region holds, where a
+    check per call and per tensor stalled a GPU MODE region of 50 small calls 150 times.
+    Returns (the first failure in call order, its call index) or None."""
+    if not calls:
+        return None
+    rows = []
+    for a, output, given in calls:
+        assert isinstance(output, tuple)  # the form passed
+        h, tau = output
+        changed = (given != a).any() if given is not None else torch.zeros((), dtype=torch.bool, device=a.device)
+        # NaN != NaN, so a NaN written into the input reads as changed, as torch.equal would have it.
+        rows.append(torch.stack([~torch.isfinite(h).all(), ~torch.isfinite(tau).all(), changed]))
+    flags = torch.stack(rows).tolist()
+    for index, row in enumerate(flags):
+        for bad, message in zip(row, _VALUE_FAILURES):
+            if bad:
+                return _fail(message), index
+    return None
+
+
+def _check_structure(a: torch.Tensor, output: object, given: torch.Tensor | None) -> VerifyResult | None:
+    """The contract's form (a 2-tuple of finite float32 tensors of the right shapes on the input's
+    device, sharing no memory with the input, the input unchanged): a failed verdict, or None."""
+    failed = _check_form(a, output, given)
+    if failed is not None:
+        return failed
+    value = _first_value_failure([(a, output, given)])
+    return value[0] if value is not None else None
 
 
 def verify_many(calls: Sequence[tuple[torch.Tensor, object, torch.Tensor | None]], exact_q: bool = True
@@ -182,10 +215,20 @@ def verify_many(calls: Sequence[tuple[torch.Tensor, object, torch.Tensor | None]
     one shape.  Returns (the first failing verdict, else one over every matrix; the index of the
     failing call or None)."""
     try:
+        # The first call that fails a check, in call order: the form of each (no device sync),
+        # then the values of those before the first broken form, all at once.
+        broken: tuple[VerifyResult, int] | None = None
         for index, (a, output, given) in enumerate(calls):
-            failed = _check_structure(a, output, given)
+            failed = _check_form(a, output, given)
             if failed is not None:
-                return failed, index
+                broken = (failed, index)
+                break
+        formed = calls if broken is None else calls[: broken[1]]
+        value = _first_value_failure(formed)
+        if value is not None:
+            return value
+        if broken is not None:
+            return broken
         # The form of every output is checked: only the float64 properties are left, over one batch.
         if len(calls) == 1:
             a, output, _ = calls[0]
@@ -221,11 +264,11 @@ def _check_properties(a: torch.Tensor, h: torch.Tensor, tau: torch.Tensor, exact
     leak = torch.empty_like(factor)
     recon = torch.empty_like(factor)
     scale = torch.empty_like(factor)
+    q_finite = []  # read once after the loop: a check per chunk would stall the queue per chunk
     for lo in range(0, batch, per_chunk):
         hi = min(batch, lo + per_chunk)
         q_formed = _form_q(h[lo:hi], tau[lo:hi], exact_q)
-        if not bool(torch.isfinite(q_formed).all()):
-            return _fail("Q = householder_product(H, tau) contains NaN or Inf")
+        q_finite.append(torch.isfinite(q_formed).all())
         q = q_formed.double()
         del q_formed
         r = torch.triu(h[lo:hi]).double()
@@ -239,6 +282,8 @@ def _check_properties(a: torch.Tensor, h: torch.Tensor, tau: torch.Tensor, exact
         eye = torch.eye(n, dtype=torch.float64, device=a.device)
         orth[lo:hi] = _l1(q.transpose(-1, -2) @ q - eye)
         del q, r
+    if batch == 0:
+        return VerifyResult(ok=True, message=f"ok (batch=0, n={n})")
 
     denom = EPS32 * max(n, 1)
     norm = scale.clamp_min(1e-30)
@@ -246,27 +291,29 @@ def _check_properties(a: torch.Tensor, h: torch.Tensor, tau: torch.Tensor, exact
     leak_scaled = leak / (denom * norm)
     recon_scaled = recon / (denom * norm)
     orth_scaled = orth / denom
-    evidence = dict(
-        factor_scaled=_finite_max(factor_scaled),
-        orth_scaled=_finite_max(orth_scaled),
-        leakage_scaled=_finite_max(leak_scaled),
-        recon_scaled=_finite_max(recon_scaled),
-    )
     # ``~(x <= limit)`` also fails NaN residuals.
+    bad_factor = ~(factor <= FACTOR_RTOL * denom * scale)
+    bad_orth = ~(orth <= ORTH_RTOL * denom)
+    worst_factor = torch.where(bad_factor, factor_scaled.nan_to_num(math.inf), -1.0).argmax()
+    worst_orth = torch.where(bad_orth, orth_scaled.nan_to_num(math.inf), -1.0).argmax()
+    # Every number the verdict needs in one transfer (one sync, where each read was one).
+    numbers = torch.stack([
+        torch.stack(q_finite).all().double(),
+        *(x.nan_to_num(math.inf).max() for x in (factor_scaled, orth_scaled, leak_scaled, recon_scaled)),
+        bad_factor.any().double(), worst_factor.double(), factor_scaled[worst_factor],
+        bad_orth.any().double(), worst_orth.double(), orth_scaled[worst_orth],
+        factor_scaled.argmax().double(),
+    ]).tolist()
+    q_ok, f_max, o_max, l_max, r_max, f_bad, f_worst, f_value, o_bad, o_worst, o_value, best_guess = numbers
+    if not q_ok:
+        return _fail("Q = householder_product(H, tau) contains NaN or Inf")
+    evidence = dict(factor_scaled=f_max, orth_scaled=o_max, leakage_scaled=l_max, recon_scaled=r_max)
     gates = (
-        ("R - QᵀA too large", "scaled residual", ~(factor <= FACTOR_RTOL * denom * scale), factor_scaled, FACTOR_RTOL),
-        ("Q not orthogonal", "scaled ‖QᵀQ−I‖₁", ~(orth <= ORTH_RTOL * denom), orth_scaled, ORTH_RTOL),
+        ("R - QᵀA too large", "scaled residual", f_bad, int(f_worst), f_value, FACTOR_RTOL),
+        ("Q not orthogonal", "scaled ‖QᵀQ−I‖₁", o_bad, int(o_worst), o_value, ORTH_RTOL),
     )
-    for what, measure, bad, scaled, limit in gates:
-        if bool(bad.any()):
-            worst = int(torch.where(bad, scaled.nan_to_num(math.inf), -1.0).argmax())
-            return _fail(f"{what} in matrix {worst}: {measure} {float(scaled[worst]):.3g} > {limit:g}",
+    for what, measure, bad, worst, value, limit in gates:
+        if bad:
+            return _fail(f"{what} in matrix {worst}: {measure} {value:.3g} > {limit:g}",
                          worst_matrix=worst, **evidence)
-    worst_factor = int(factor_scaled.argmax()) if batch else None
-    return VerifyResult(ok=True, message=f"ok (batch={batch}, n={n})", worst_matrix=worst_factor, **evidence)
-
-
-def _finite_max(x: torch.Tensor) -> float | None:
-    if x.numel() == 0:
-        return None
-    return float(x.nan_to_num(math.inf).max())
+    return VerifyResult(ok=True, message=f"ok (batch={batch}, n={n})", worst_matrix=int(best_guess), **evidence)

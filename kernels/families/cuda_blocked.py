@@ -68,7 +68,7 @@ PARAMS = {
     'update_gt1024': 'fp32',
     'apply_bn': 64,
     'apply_bm': 64,
-    'apply_warps_le512': 8,
+    'apply_warps_le512': 4,
     'apply_warps_le1024': 8,
     'apply_warps_gt1024': 8,
     'apply_stages': 2,

@@ -189,7 +189,7 @@ class CudaBlockedSpace(ParamSpace):
     # Warps of the update kernel for n ≤ 512, 512 < n ≤ 1024 and above: at 640x512 (bf16x3) 4 warps
     # timed 7.05-7.10 ms against 8 warps' 8.0-8.1, while two 60x1024 cases went 17% slower (run k,
     # kernels/BENCHMARKS.md); one knob for all n could not take both.
-    apply_warps_le512: Annotated[int, Choice(4, 8)] = 8
+    apply_warps_le512: Annotated[int, Choice(4, 8)] = 4
     apply_warps_le1024: Annotated[int, Choice(4, 8)] = 8
     apply_warps_gt1024: Annotated[int, Choice(4, 8)] = 8
     apply_stages: Annotated[int, Choice(1, 2, 3)] = 2

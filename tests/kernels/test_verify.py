@@ -277,3 +277,62 @@ def test_a_region_whose_calls_return_one_buffer_fails_after_the_region():
     case = Case(batch=3, n=16, cond=1.0, seed=5)
     verdict, _, _ = calls_verified(reusing, case, [1, 2, 3], torch.device("cpu"), exact_q=False)
     assert not verdict.ok and verdict.message.startswith("call 2 of 3:") and "share memory" in verdict.message
+
+
+def test_a_region_names_the_first_failing_call_even_when_a_later_one_has_a_broken_form():
+    """Forms are checked before values (the form reads nothing from the device), but the verdict
+    is still the first failure in call order: a NaN in call 2 before a wrong dtype in call 4."""
+    from kernels.verify import verify_many
+
+    calls = _region(calls=5)
+    a, (h, tau), given = calls[1]
+    calls[1] = (a, (h.index_fill(1, torch.tensor([0]), float("nan")), tau), given)
+    a, (h, tau), given = calls[3]
+    calls[3] = (a, (h.double(), tau), given)
+    verdict, index = verify_many(calls, exact_q=False)
+    assert not verdict.ok and index == 1 and "H contains NaN or Inf" in verdict.message
+    calls[1] = _region(calls=5)[1]  # call 2 mended: now the broken form of call 4 is the first failure
+    verdict, index = verify_many(calls, exact_q=False)
+    assert not verdict.ok and index == 3 and "float32" in verdict.message
+
+
+def test_a_nan_written_into_the_input_counts_as_modifying_it():
+    from kernels.verify import verify_many
+
+    calls = _region(calls=3)
+    calls[2][2][0, 0, 0] = float("nan")
+    verdict, index = verify_many(calls, exact_q=False)
+    assert not verdict.ok and index == 2 and "modified its input" in verdict.message
+
+
+class _Reads:
+    """Counts the reads of tensor values into Python (each one a device sync on a GPU)."""
+
+    NAMES = ("__bool__", "item", "tolist", "__float__", "__int__", "__index__")
+
+    def __init__(self, monkeypatch):
+        self.count = 0
+        for name in self.NAMES:
+            original = getattr(torch.Tensor, name)
+
+            def counted(tensor, *args, _original=original, **kwargs):
+                self.count += 1
+                return _original(tensor, *args, **kwargs)
+
+            monkeypatch.setattr(torch.Tensor, name, counted)
+
+
+def test_a_region_of_many_calls_reads_the_device_a_fixed_number_of_times(monkeypatch):
+    """GPU MODE's regions hold up to 50 calls; a check per call and per tensor stalled the GPU
+    150 times per region.  The reads must not grow with the number of calls."""
+    from kernels.verify import verify_many
+
+    reads = {}
+    for count in (2, 20):
+        calls = _region(calls=count)
+        counter = _Reads(monkeypatch)
+        verdict, _ = verify_many(calls, exact_q=False)
+        monkeypatch.undo()
+        assert verdict.ok
+        reads[count] = counter.count
+    assert reads[20] == reads[2] <= 3
