@@ -25,24 +25,24 @@ env_report() {
     python3 -c "import torch, triton, ray, optuna; print('torch', torch.__version__, 'triton', triton.__version__, 'ray', ray.__version__, 'optuna', optuna.__version__)"; } > "$OUT/env.txt" 2>&1
 }
 
-launch() {  # launch G MINUTES: start one search in its own session, detached from this shell
-  local g=$1 minutes=$2
-  export TRITON_CACHE_DIR=/tmp/triton-cache-$g
-  rm -rf "$TRITON_CACHE_DIR" "runs/gpu$g"
+launch() {  # launch G MINUTES [CONFIG NAME]: start one search in its own session, detached from this shell
+  local g=$1 minutes=$2 config=${3:-runs/h200.yaml} name=${4:-gpu$1}
+  export TRITON_CACHE_DIR=/tmp/triton-cache-$name
+  rm -rf "$TRITON_CACHE_DIR" "runs/$name"
   mkdir -p "$STATE"
-  setsid nohup timeout $(( minutes * 60 + 300 )) python3 -m search launch --config runs/h200.yaml \
-      --name "gpu$g" --gpus "$g" --max-minutes "$minutes" --max-evals 100000 \
-      > "$STATE/gpu$g.log" 2>&1 < /dev/null &
-  echo $! > "$STATE/gpu$g.pid"
+  setsid nohup timeout $(( minutes * 60 + 300 )) python3 -m search launch --config "$config" \
+      --name "$name" --gpus "$g" --max-minutes "$minutes" --max-evals 100000 \
+      > "$STATE/$name.log" 2>&1 < /dev/null &
+  echo $! > "$STATE/$name.pid"
 }
 
-running() { [ -f "$STATE/gpu$1.pid" ] && kill -0 "$(cat "$STATE/gpu$1.pid")" 2>/dev/null; }
+running() { [ -f "$STATE/$1.pid" ] && kill -0 "$(cat "$STATE/$1.pid")" 2>/dev/null; }
 
-watch() {  # watch G SECONDS: print a status line every minute until the run ends or SECONDS pass
-  local g=$1 until=$(( SECONDS + $2 ))
-  while running "$g" && [ $SECONDS -lt $until ]; do
+watch() {  # watch NAME SECONDS: print a status line every 30 s until the run ends or SECONDS pass
+  local name=$1 until=$(( SECONDS + $2 ))
+  while running "$name" && [ $SECONDS -lt $until ]; do
     sleep 30
-    python3 -m search status "runs/gpu$g" --json 2>/dev/null | python3 -c "
+    python3 -m search status "runs/$name" --json 2>/dev/null | python3 -c "
 import json, sys
 s = json.load(sys.stdin)
 print(f\"t={$SECONDS}s evals={s['evaluations']} per_min={s['evals_per_minute']} busy={s['busy_fraction']}\", flush=True)" || true
@@ -110,8 +110,8 @@ PY
 
 case "$MODE" in
   start)   # start MINUTES G
-    env_report; launch "$3" "$2"; watch "$3" "${WATCH_S:-470}"
-    if running "$3"; then
+    env_report; launch "$3" "$2"; watch "gpu$3" "${WATCH_S:-470}"
+    if running "gpu$3"; then
       echo "still running: collect in the next call"; cp "$STATE/gpu$3.log" "$OUT/"
       # A snapshot so far, in case the machine goes back before the next call.
       python3 -m search status "runs/gpu$3" --json > "$OUT/status$3-partial.json" 2>&1
@@ -120,12 +120,26 @@ case "$MODE" in
   collect) # collect COUNTS
     for g in $2; do
       if ! [ -f "$STATE/gpu$g.pid" ]; then echo "no run gpu$g on this machine (it went cold?)"; exit 1; fi
-      watch "$g" 540
+      watch "gpu$g" 540
     done
     collect "$2" ;;
   run)     # run MINUTES COUNTS
     env_report
-    for g in ${3:-1 2}; do launch "$g" "$2"; watch "$g" $(( $2 * 60 + 300 )); done
+    for g in ${3:-1 2}; do launch "$g" "$2"; watch "gpu$g" $(( $2 * 60 + 300 )); done
     collect "${3:-1 2}" ;;
-  *) echo "usage: $0 start MINUTES G | collect \"COUNTS\" | run MINUTES \"COUNTS\""; exit 2 ;;
+  lanes)   # lanes MINUTES "L1 L2 ..": the same one-GPU search with each lane count, one after the other
+    # (runs/h200.yaml with evaluation.lanes replaced); status, timeline and run dir of each, no honesty benches
+    env_report
+    for l in $3; do
+      sed "s/^  lanes: [0-9]*/  lanes: $l/" runs/h200.yaml > "/tmp/h200-lanes$l.yaml"
+      grep -q "^  lanes: $l" "/tmp/h200-lanes$l.yaml" || { echo "runs/h200.yaml has no evaluation.lanes line"; exit 2; }
+      launch 1 "$2" "/tmp/h200-lanes$l.yaml" "lanes$l"; watch "lanes$l" $(( $2 * 60 + 240 ))
+      cp "$STATE/lanes$l.log" "$OUT/lanes$l.log"
+      python3 -m search status "runs/lanes$l" --json > "$OUT/status-lanes$l.json" 2>&1
+      python3 scripts/run_timeline.py "runs/lanes$l" --json "runs/lanes$l/timeline.json" > "$OUT/timeline-lanes$l.txt" 2>&1
+      head -n 12 "$OUT/timeline-lanes$l.txt"
+    done
+    tar --exclude='work' --exclude='triton-cache' --exclude='torch-extensions' --exclude='seeds' -czf "$OUT/runs.tgz" \
+        $(for l in $3; do echo runs/lanes$l; done) ;;
+  *) echo "usage: $0 start MINUTES G | collect \"COUNTS\" | run MINUTES \"COUNTS\" | lanes MINUTES \"LANES\""; exit 2 ;;
 esac
