@@ -102,8 +102,71 @@ def busy_by_part(trace: dict) -> dict[str, dict[str, float]]:
     return out
 
 
+_HOST_CATS = ("cpu_op", "cuda_runtime", "cuda_driver", "python_function")
+
+
+def _merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def idle_by_host_op(trace: dict, parts: tuple[str, ...] = ("warmup", "region", "recheck", "inputs", "flush")
+                    ) -> dict[str, float]:
+    """Microseconds the GPU sat idle inside the given parts, by what the host was doing then: the
+    innermost host op (ATen op, CUDA runtime call) running at that moment, or "(no op)" for
+    Python between ops.  The question it answers: which host work leaves the GPU idle."""
+    events = trace.get("traceEvents", trace) if isinstance(trace, dict) else trace
+    gpu = _merged([(e["ts"], e["ts"] + e["dur"]) for e in events
+                   if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")])
+    windows = _merged([(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("ph") == "X"
+                       and str(e.get("name", "")).startswith("part:") and e["name"][5:] in parts])
+    # Idle = the parts' windows minus the GPU's busy spans.
+    idle: list[tuple[float, float]] = []
+    g = 0
+    for lo, hi in windows:
+        cursor = lo
+        while g < len(gpu) and gpu[g][1] <= lo:
+            g += 1
+        k = g
+        while k < len(gpu) and gpu[k][0] < hi:
+            if gpu[k][0] > cursor:
+                idle.append((cursor, gpu[k][0]))
+            cursor = max(cursor, gpu[k][1])
+            k += 1
+        if cursor < hi:
+            idle.append((cursor, hi))
+    # The innermost host op at each moment: a sweep over op boundaries with a stack (ops nest per thread;
+    # across threads the shortest covering op wins, which is the same for properly nested ones).
+    ops = [(e["ts"], e["ts"] + e["dur"], str(e.get("name", "?"))) for e in events
+           if e.get("ph") == "X" and e.get("cat") in _HOST_CATS and e.get("dur", 0) > 0]
+    bounds = sorted({t for lo, hi, _ in ops for t in (lo, hi)} | {t for lo, hi in idle for t in (lo, hi)})
+    starts = sorted(ops)
+    active: list[tuple[float, float, str]] = []
+    out: dict[str, float] = defaultdict(float)
+    i = j = 0
+    for left, right in zip(bounds, bounds[1:]):
+        while i < len(starts) and starts[i][0] <= left:
+            active.append(starts[i])
+            i += 1
+        active = [op for op in active if op[1] > left]
+        while j < len(idle) and idle[j][1] <= left:
+            j += 1
+        if j >= len(idle) or idle[j][0] > left:
+            continue  # this slice is not idle
+        inner = min(active, key=lambda op: op[1] - op[0])[2] if active else "(no op)"
+        out[inner] += right - left
+    return dict(out)
+
+
 def profile_family(family: str, policy: TimingPolicy, verify_suite: str, bench_suite: str,
                    trace_dir: Path) -> dict[str, dict[str, float]]:
+    """Each part's wall and busy microseconds, and under "idle_by_host_op" the bench job's GPU-idle
+    microseconds by the host op running then."""
     device = torch.device("cuda")
     path = ROOT / "kernels" / "families" / f"{family}.py"
     bench_cases = domain_cases(list(get_suite(bench_suite)), get_family(family))
@@ -128,7 +191,10 @@ def profile_family(family: str, policy: TimingPolicy, verify_suite: str, bench_s
                 timing.measure(kernel, case, device, clock, policy.model_copy(update={"warmup_calls": 0}))
     trace_path = trace_dir / f"{family}.json"
     prof.export_chrome_trace(str(trace_path))
-    return busy_by_part(json.loads(trace_path.read_text()))
+    trace = json.loads(trace_path.read_text())
+    parts = busy_by_part(trace)
+    parts["idle_by_host_op"] = idle_by_host_op(trace)
+    return parts
 
 
 def precompile(families: list[str], suites: list[str], shards: int, cache_dir: Path, logs: Path) -> float:
@@ -157,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bench-suite", default="qrv2-bench")
     parser.add_argument("--trace-dir", type=Path, default=Path("/tmp/stage-traces"))
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--idle-ops", type=int, default=10, help="host ops listed per family by GPU-idle time")
     parser.add_argument("--precompile-shards", type=int, default=0,
                         help="compile every family ahead into $TRITON_CACHE_DIR in this many processes each")
     args = parser.parse_args(argv)
@@ -188,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
             cells.append(f"{p['wall_us'] / 1e6:7.2f}s {100 * p['busy_us'] / max(p['wall_us'], 1):4.0f}%")
         print(f"{family:22s} " + " ".join(f"{c:>16s}" for c in cells)
               + f"   ({time.perf_counter() - began:.0f} s)", flush=True)
+        idle = sorted(parts["idle_by_host_op"].items(), key=lambda kv: -kv[1])
+        print(f"{'':22s} GPU idle in the bench job {sum(v for _, v in idle) / 1e6:.2f} s, by host op: " + ", ".join(
+            f"{name} {us / 1e3:.0f} ms" for name, us in idle[:args.idle_ops]), flush=True)
         if args.json:
             args.json.write_text(json.dumps(results, indent=1))
     print(f"{'all':22s} " + " ".join(

@@ -131,3 +131,21 @@ def test_stage_profile_counts_gpu_time_once_inside_each_part():
     parts = busy_by_part(trace)
     assert parts["region"] == {"wall_us": 100, "busy_us": 60, "count": 2.0}
     assert parts["recheck"] == {"wall_us": 100, "busy_us": 50, "count": 1.0}
+
+
+def test_stage_profile_blames_gpu_idle_time_on_the_innermost_host_op():
+    from stage_profile import idle_by_host_op
+
+    trace = {"traceEvents": [
+        {"ph": "X", "name": "part:recheck", "ts": 0, "dur": 100},
+        {"ph": "X", "name": "part:gate_quick", "ts": 200, "dur": 50},  # not a bench-job part: not counted
+        {"ph": "X", "cat": "kernel", "ts": 0, "dur": 20},
+        {"ph": "X", "cat": "kernel", "ts": 60, "dur": 20},
+        # idle 20-60 and 80-100; during 20-50 the host is in aten::item, inside it a sync call from 30 to 50
+        {"ph": "X", "cat": "cpu_op", "name": "aten::item", "ts": 20, "dur": 30},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "ts": 30, "dur": 20},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "ts": 85, "dur": 10},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 210, "dur": 30},
+    ]}
+    idle = idle_by_host_op(trace)
+    assert idle == {"aten::item": 10, "cudaStreamSynchronize": 20, "(no op)": 20, "aten::copy_": 10}
