@@ -94,8 +94,9 @@ class EvaluationConfig(_Section):
     lanes: int = Field(
         1, ge=1, description="evaluations each evaluator runs at once, so one's compile wait, process starts and "
         "gate calls may overlap another's GPU work; timed calls still have the device alone (a bench job waits for "
-        "the others' gate calls and process starts, and they for it). On an H200 two lanes measured slower (run i: "
-        "35% GPU, 19 evaluations/min, bench jobs waiting 2.5 s for the other lane's process starts), so 1")
+        "the others' gate calls and process starts, and they for it). On an H200, since spares import with no gate "
+        "hold, two lanes measured 64% GPU and 22.9 evaluations/min against one lane's 53% and 19.5 (runs l and k; "
+        "runs/h200.yaml uses 2); 1 here, for hosts with few CPUs")
     compile_ahead: int = Field(
         2, ge=0, description="candidates queued per evaluator beyond the ones it runs; their Triton kernels are "
         "compiled ahead (CUDA hidden, on CPUs the timing child does not use) into the run's cache; 0: off")
