@@ -14,6 +14,7 @@ part: the numbers that say which part of an evaluation leaves the GPU idle.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -30,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import kernels.harness.timing as timing  # noqa: E402
+import kernels.verify as verify  # noqa: E402
 from kernels.candidate import load_candidate  # noqa: E402
 from kernels.harness.precompile import CompileTarget, start_precompile  # noqa: E402
 from kernels.harness.settings import TimingPolicy  # noqa: E402
@@ -224,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace-dir", type=Path, default=Path("/tmp/stage-traces"))
     parser.add_argument("--json", type=Path)
     parser.add_argument("--idle-ops", type=int, default=10, help="host ops listed per family by GPU-idle time")
+    parser.add_argument("--q64-block", type=int, default=0,
+                        help="columns per block of the re-checks' float64 Q (kernels.verify.householder_q64; "
+                        "0: its default), to measure a wider one")
     parser.add_argument("--precompile-shards", type=int, default=0,
                         help="compile every family ahead into $TRITON_CACHE_DIR in this many processes each")
     args = parser.parse_args(argv)
@@ -232,6 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.trace_dir.mkdir(parents=True, exist_ok=True)
     policy = TimingPolicy(max_seconds=args.max_seconds, region=args.region)
+    if args.q64_block:
+        verify.householder_q64 = functools.partial(verify.householder_q64, block=args.q64_block)  # type: ignore[assignment]
+        print(f"re-checks form Q {args.q64_block} columns at a time", flush=True)
     families = args.families.split(",")
     if args.precompile_shards:
         cache = Path(os.environ.get("TRITON_CACHE_DIR", Path.home() / ".triton" / "cache"))

@@ -190,14 +190,16 @@ def test_agrees_with_reference_gates_across_perturbation_sizes():
     assert verdicts == {True, False}, "the sweep must cross the threshold to mean anything"
 
 
+@pytest.mark.parametrize("block", [32, 8, 64])
 @pytest.mark.parametrize("n", [1, 2, 31, 32, 33, 70])
-def test_fast_q_is_householder_product_in_float64(n):
+def test_fast_q_is_householder_product_in_float64(n, block):
+    """Whatever the block width (stage_profile's --q64-block measures others on a GPU)."""
     gen = torch.Generator().manual_seed(n)
     h, tau = torch.geqrf(torch.randn(3, n, n, generator=gen))
     tau = tau.clone()
     tau[:, ::3] = 0  # H_i = I: LAPACK's convention for a zero column
     expected = torch.linalg.householder_product(h.double(), tau.double())
-    assert torch.allclose(householder_q64(h, tau), expected, rtol=0, atol=1e-13)
+    assert torch.allclose(householder_q64(h, tau, block=block), expected, rtol=0, atol=1e-13)
 
 
 def test_fast_q_verdict_and_residuals_match_the_reference():
