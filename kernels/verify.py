@@ -139,10 +139,7 @@ def verify_qr(a: torch.Tensor, output: object, given: torch.Tensor | None = None
     outputs must not alias it and it must come back unchanged.  ``exact_q=False``
     forms Q with :func:`householder_q64` (fast on CUDA; see the module docstring).
     """
-    try:
-        return _verify(a, output, given, exact_q)
-    except Exception as exc:  # a verdict, never an exception: candidates can return anything
-        return _fail(f"verifier could not evaluate the output: {type(exc).__name__}: {exc}")
+    return verify_many([(a, output, given)], exact_q=exact_q)[0]
 
 
 def _form_q(h: torch.Tensor, tau: torch.Tensor, exact_q: bool) -> torch.Tensor:
@@ -195,16 +192,6 @@ def _first_value_failure(calls: Sequence[tuple[torch.Tensor, object, torch.Tenso
     return None
 
 
-def _check_structure(a: torch.Tensor, output: object, given: torch.Tensor | None) -> VerifyResult | None:
-    """The contract's form (a 2-tuple of finite float32 tensors of the right shapes on the input's
-    device, sharing no memory with the input, the input unchanged): a failed verdict, or None."""
-    failed = _check_form(a, output, given)
-    if failed is not None:
-        return failed
-    value = _first_value_failure([(a, output, given)])
-    return value[0] if value is not None else None
-
-
 def verify_many(calls: Sequence[tuple[torch.Tensor, object, torch.Tensor | None]], exact_q: bool = True
                 ) -> tuple[VerifyResult, int | None]:
     """:func:`verify_qr` of several calls' outputs at once: each call's form checked on its own,
@@ -247,16 +234,8 @@ def verify_many(calls: Sequence[tuple[torch.Tensor, object, torch.Tensor | None]
     return verdict.model_copy(update={"message": message, "worst_matrix": matrix}), index
 
 
-def _verify(a: torch.Tensor, output: object, given: torch.Tensor | None, exact_q: bool) -> VerifyResult:
-    failed = _check_structure(a, output, given)
-    if failed is not None:
-        return failed
-    assert isinstance(output, tuple)
-    return _check_properties(a, output[0], output[1], exact_q)
-
-
 def _check_properties(a: torch.Tensor, h: torch.Tensor, tau: torch.Tensor, exact_q: bool) -> VerifyResult:
-    """The float64 gates on outputs whose form :func:`_check_structure` passed."""
+    """The float64 gates on outputs whose form and values :func:`verify_many` checked first."""
     batch, n, _ = a.shape
     per_chunk = max(1, _CHUNK_ELEMENTS // max(1, n * n))
     factor = torch.empty(batch, dtype=torch.float64, device=a.device)

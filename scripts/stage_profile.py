@@ -70,44 +70,8 @@ def _parts_instrumented() -> Iterator[None]:
         timing.DeviceClock.flush, timing.DeviceClock.region = flush, region  # type: ignore[method-assign]
 
 
-def _union(intervals: list[tuple[float, float]]) -> float:
-    total, end = 0.0, float("-inf")
-    for lo, hi in sorted(intervals):
-        if hi <= end:
-            continue
-        total += hi - max(lo, end)
-        end = hi
-    return total
-
-
-def busy_by_part(trace: dict) -> dict[str, dict[str, float]]:
-    """Wall and GPU-busy microseconds per ``part:`` range of a Chrome trace (nested ranges of the
-    same part count once: the innermost is not double-counted, the ranges are merged first)."""
-    events = trace.get("traceEvents", trace) if isinstance(trace, dict) else trace
-    gpu = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
-                 if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
-    ranges: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for e in events:
-        if e.get("ph") == "X" and str(e.get("name", "")).startswith("part:"):
-            ranges[e["name"][5:]].append((e["ts"], e["ts"] + e["dur"]))
-    out: dict[str, dict[str, float]] = {}
-    for part, spans in ranges.items():
-        merged: list[tuple[float, float]] = []
-        for lo, hi in sorted(spans):
-            if merged and lo <= merged[-1][1]:
-                merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
-            else:
-                merged.append((lo, hi))
-        clipped = [(max(a, lo), min(b, hi)) for lo, hi in merged for a, b in gpu if b > lo and a < hi]
-        out[part] = {"wall_us": sum(hi - lo for lo, hi in merged), "busy_us": _union(clipped),
-                     "count": float(len(spans))}
-    return out
-
-
-_HOST_CATS = ("cpu_op", "cuda_runtime", "cuda_driver", "python_function")
-
-
 def _merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Overlapping or touching spans joined, in order."""
     out: list[tuple[float, float]] = []
     for lo, hi in sorted(spans):
         if out and lo <= out[-1][1]:
@@ -117,16 +81,51 @@ def _merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return out
 
 
+def _trace_events(trace: dict) -> list[dict]:
+    return trace.get("traceEvents", trace) if isinstance(trace, dict) else trace
+
+
+def _gpu_spans(events: list[dict]) -> list[tuple[float, float]]:
+    """The GPU's busy spans: kernels, copies and sets, merged."""
+    return _merged([(e["ts"], e["ts"] + e["dur"]) for e in events
+                    if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")])
+
+
+def _part_spans(events: list[dict]) -> dict[str, list[tuple[float, float]]]:
+    """Each ``part:`` range's spans, by part name."""
+    ranges: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for e in events:
+        if e.get("ph") == "X" and str(e.get("name", "")).startswith("part:"):
+            ranges[e["name"][5:]].append((e["ts"], e["ts"] + e["dur"]))
+    return ranges
+
+
+def busy_by_part(trace: dict) -> dict[str, dict[str, float]]:
+    """Wall and GPU-busy microseconds per ``part:`` range of a Chrome trace (nested ranges of the
+    same part count once: the innermost is not double-counted, the ranges are merged first)."""
+    events = _trace_events(trace)
+    gpu = _gpu_spans(events)
+    out: dict[str, dict[str, float]] = {}
+    for part, spans in _part_spans(events).items():
+        merged = _merged(spans)
+        # The GPU's spans are disjoint once merged, and so are the part's: their clipped pieces too.
+        busy = sum(min(b, hi) - max(a, lo) for lo, hi in merged for a, b in gpu if b > lo and a < hi)
+        out[part] = {"wall_us": sum(hi - lo for lo, hi in merged), "busy_us": busy, "count": float(len(spans))}
+    return out
+
+
+_HOST_CATS = ("cpu_op", "cuda_runtime", "cuda_driver", "python_function")
+
+
 def idle_by_host_op(trace: dict, parts: tuple[str, ...] = ("warmup", "region", "recheck", "inputs", "flush")
                     ) -> dict[str, float]:
     """Microseconds the GPU sat idle inside the given parts, by what the host was doing then: the
     innermost host op (ATen op, CUDA runtime call) running at that moment, or "(no op)" for
     Python between ops.  The question it answers: which host work leaves the GPU idle."""
-    events = trace.get("traceEvents", trace) if isinstance(trace, dict) else trace
-    gpu = _merged([(e["ts"], e["ts"] + e["dur"]) for e in events
-                   if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")])
-    windows = _merged([(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("ph") == "X"
-                       and str(e.get("name", "")).startswith("part:") and e["name"][5:] in parts])
+    events = _trace_events(trace)
+    gpu = _gpu_spans(events)
+    ranges = _part_spans(events)
+    windows = _merged([span for part in parts for span in ranges.get(part, [])])
     # Idle = the parts' windows minus the GPU's busy spans.
     idle: list[tuple[float, float]] = []
     g = 0
@@ -142,8 +141,8 @@ def idle_by_host_op(trace: dict, parts: tuple[str, ...] = ("warmup", "region", "
             k += 1
         if cursor < hi:
             idle.append((cursor, hi))
-    # The innermost host op at each moment: a sweep over op boundaries with a stack (ops nest per thread;
-    # across threads the shortest covering op wins, which is the same for properly nested ones).
+    # The innermost host op at each moment: a sweep over op boundaries keeping the ops that cover the
+    # slice (ops nest per thread; across threads the shortest covering op wins).
     ops = [(e["ts"], e["ts"] + e["dur"], str(e.get("name", "?"))) for e in events
            if e.get("ph") == "X" and e.get("cat") in _HOST_CATS and e.get("dur", 0) > 0]
     bounds = sorted({t for lo, hi, _ in ops for t in (lo, hi)} | {t for lo, hi in idle for t in (lo, hi)})
