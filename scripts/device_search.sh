@@ -75,8 +75,8 @@ print(','.join(map(str, sorted(split_cpus(sorted(os.sched_getaffinity(0)), 0, 1)
         python3 -m search bench "$file" --suite qrv2-bench --no-baseline \
         --cpus "$cpus" --cases "$short" --timing-region "$region" --json "$STATE/bench_repeat$i.json" > "$STATE/bench_repeat$i.txt" 2>&1 || echo "repeat of $family: exit $?"
   done < "$STATE/seeds.txt"
-  { cat "$STATE/seeds.txt"; python3 scripts/honesty_table.py table "$run" $(ls "$STATE"/bench_seed*.json "$STATE"/bench_repeat*.json 2>/dev/null) \
-      --json "$run/honesty.json"; } > "$OUT/honesty.txt" 2>&1
+  { cat "$STATE/seeds.txt"; python3 scripts/honesty_table.py table "$run" $(ls "$STATE"/bench_seed*.json 2>/dev/null) \
+      --repeats $(ls "$STATE"/bench_repeat*.json 2>/dev/null) --json "$run/honesty.json"; } > "$OUT/honesty.txt" 2>&1
 }
 
 collect() {  # collect COUNTS: status, logs, where the time went, run dirs, composite export and its verification

@@ -3,15 +3,17 @@ against a standalone ``qrsearch bench`` of the same file on the same machine rig
 
     python scripts/honesty_table.py plan RUN_DIR   # one line per seed: FILE CASES FAMILY SHORT_CASES
     python scripts/honesty_table.py region RUN_DIR # the run's timed region (call or gpumode)
-    python scripts/honesty_table.py table RUN_DIR B1.json [B2.json ...] [--json out.json]
+    python scripts/honesty_table.py table RUN_DIR B1.json [B2.json ...] [--repeats R1.json ...] [--json out.json]
 
 ``plan`` picks the seeds with their family's default parameters (island 0) and the reference,
 writes each one's source next to the run (the exact file the evaluator ran) and prints the
 cases the search timed it on, and those of them under 1 ms (launch-bound: ``-`` if none).
 ``table`` matches the bench JSONs to those seeds by file and prints search vs bench per case;
-the bar is 3%, or 10% for cases under 0.2 ms.  A second bench of the same file (its short
-cases benched again) gives the ``repeat`` column: how far two standalone benches of one file
-differ, the noise floor the search's difference is to be read against.
+the bar is 3%, or 10% for cases under 0.2 ms.  The ``--repeats`` JSONs, second benches of the
+same files (their short cases benched again), give the ``repeat`` column: how far two standalone
+benches of one file differ, the noise floor the search's difference is to be read against.
+Which is which is said, never inferred from the order of the files (a shell glob sorted
+``bench_repeat*`` before ``bench_seed*`` and swapped the columns of run m's table).
 """
 
 from __future__ import annotations
@@ -56,15 +58,21 @@ def limit_for(ms: float) -> float:
     return 0.10 if ms < 0.2 else 0.03
 
 
-def table(run_dir: Path, bench_files: list[Path]) -> list[dict]:
-    benched: dict[str, dict[str, float]] = {}
-    repeats: dict[str, dict[str, float]] = {}
-    for path in bench_files:
+def _medians(paths: list[Path]) -> dict[str, dict[str, float]]:
+    """Per candidate file, its per-case medians in these bench JSONs."""
+    out: dict[str, dict[str, float]] = {}
+    for path in paths:
         data = json.loads(path.read_text())
         for report in data.get("reports", [data]):
             file = str(Path(report["candidate"]).resolve())
             medians = {c["name"]: c["timing"]["median_ms"] for c in report["cases"] if c.get("timing")}
-            (repeats if file in benched else benched).setdefault(file, {}).update(medians)
+            out.setdefault(file, {}).update(medians)
+    return out
+
+
+def table(run_dir: Path, bench_files: list[Path], repeat_files: list[Path] | None = None) -> list[dict]:
+    benched = _medians(bench_files)
+    repeats = _medians(repeat_files or [])
     rows = []
     for seed in seeds(run_dir):
         bench = benched.get(seed["file"], {})
@@ -85,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("mode", choices=["plan", "region", "table"])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("bench", nargs="*", type=Path)
+    parser.add_argument("--repeats", nargs="*", type=Path, default=[],
+                        help="second benches of the same files (the noise floor)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     if args.mode == "plan":
@@ -95,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "region":
         print(timing_region(args.run_dir))
         return 0
-    rows = table(args.run_dir, args.bench)
+    rows = table(args.run_dir, args.bench, args.repeats)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     print(f"{'seed':9s} {'family':22s} {'case':22s} {'search ms':>10s} {'bench ms':>10s} {'diff':>7s} {'limit':>6s}"

@@ -228,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--q64-block", type=int, default=0,
                         help="columns per block of the re-checks' float64 Q (kernels.verify.householder_q64; "
                         "0: its default), to measure a wider one")
+    parser.add_argument("--chunk-elements", type=int, default=0,
+                        help="float64 elements per chunk of matrices the re-checks verify at once "
+                        "(kernels.verify._CHUNK_ELEMENTS; 0: its default), to measure fewer, larger chunks")
     parser.add_argument("--precompile-shards", type=int, default=0,
                         help="compile every family ahead into $TRITON_CACHE_DIR in this many processes each")
     args = parser.parse_args(argv)
@@ -239,6 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.q64_block:
         verify.householder_q64 = functools.partial(verify.householder_q64, block=args.q64_block)  # type: ignore[assignment]
         print(f"re-checks form Q {args.q64_block} columns at a time", flush=True)
+    if args.chunk_elements:
+        verify._CHUNK_ELEMENTS = args.chunk_elements
+        print(f"re-checks verify {args.chunk_elements} float64 elements of matrices at a time", flush=True)
     families = args.families.split(",")
     if args.precompile_shards:
         cache = Path(os.environ.get("TRITON_CACHE_DIR", Path.home() / ".triton" / "cache"))

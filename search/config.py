@@ -91,6 +91,11 @@ class EvaluationConfig(_Section):
         True, description="run a candidate in the evaluation processes that ran the last candidate of its "
         "structure (children differing only in PARAMS), so start-up is paid once and no process starts before "
         "timing; a case that fails in a reused process is re-run in a fresh one before it is blamed")
+    timing_hold: Literal["region", "job"] = Field(
+        "region", description="what a bench job has the device alone for: 'region', each timed region (its L2 "
+        "flush, the clock's calibration and a profiled call too), sharing the device between them with the other "
+        "lanes' untimed work (inputs, warm-ups, re-checks of timed outputs), so two lanes' host-bound re-checks "
+        "run at once; 'job', the whole bench job (re-checks included), as before session 13")
     lanes: int = Field(
         1, ge=1, description="evaluations each evaluator runs at once, so one's compile wait, process starts and "
         "gate calls may overlap another's GPU work; timed calls still have the device alone (a bench job waits for "

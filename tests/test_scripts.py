@@ -80,9 +80,10 @@ def test_honesty_table_reads_a_second_bench_of_a_file_as_its_noise_floor(tmp_pat
             {"name": case, "timing": {"median_ms": ms}} for case, ms in medians.items()]}]}))
         return path
 
-    first = bench("b1.json", {"a-20x32-c1": 0.10, "b-640x512-c2": 10.5})
-    again = bench("b2.json", {"a-20x32-c1": 0.12})
-    rows = {r["case"]: r for r in honesty_table.table(tmp_path, [first, again])}
+    first = bench("bench_seed1.json", {"a-20x32-c1": 0.10, "b-640x512-c2": 10.5})
+    again = bench("bench_repeat2.json", {"a-20x32-c1": 0.12})
+    # Which bench is the repeat is said, not read from the order (a sorted glob put repeats first).
+    rows = {r["case"]: r for r in honesty_table.table(tmp_path, [first], [again])}
     short, long = rows["a-20x32-c1"], rows["b-640x512-c2"]
     assert short["bench_ms"] == 0.10 and short["diff"] == pytest.approx(0.08) and short["ok"]  # 10% bar under 0.2 ms
     assert short["repeat_ms"] == 0.12 and short["repeat_diff"] == pytest.approx(0.20)  # bench vs bench

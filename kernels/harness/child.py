@@ -34,7 +34,7 @@ from kernels.harness.job import Job
 from kernels.harness.profiling import profile_call
 from kernels.harness.results import CaseResult, TimingStats
 from kernels.floors import floors
-from kernels.harness.timing import DeviceClock, call_verified, measure, timed_input_seed
+from kernels.harness.timing import DeviceClock, DeviceTurn, call_verified, measure, timed_input_seed
 from kernels.suites import Case
 from kernels import verify as verify_module
 from kernels.verify import VerifyResult
@@ -128,6 +128,33 @@ def _cuda_poisoned(exc: BaseException) -> bool:
     return False
 
 
+class PipeTurn(DeviceTurn):
+    """A turn asked of the parent (``Job.turns``): "turn" on the result pipe, then wait for its
+    "go" on stdin; after the region, "turn_done" and wait for "go" again, for the parent has the
+    device shared again only once no other lane's timed region runs.  Before asking, this
+    process's queued work must be done: the parent lets another lane time as soon as it asks."""
+
+    def __init__(self, reporter: "Reporter") -> None:
+        super().__init__()
+        self._reporter = reporter
+
+    def _exchange(self, kind: str) -> None:
+        if torch.cuda.is_available():
+            try:
+                torch.cuda.synchronize()
+            except Exception:  # a poisoned context: the case's own error says so
+                pass
+        self._reporter.send(kind)
+        if sys.stdin.readline().strip() != "go":
+            os._exit(0)  # the parent closed the pipe: it gave up on this job
+
+    def _acquire(self) -> None:
+        self._exchange("turn")
+
+    def _release(self) -> None:
+        self._exchange("turn_done")
+
+
 def run_case(kernel: Callable, case: Case, job: Job, device: torch.device, clock: DeviceClock,
              candidate: Path, trusted: dict[str, Any]) -> tuple[CaseResult, bool]:
     """Returns the result and whether the process must end (poisoned CUDA context)."""
@@ -147,7 +174,8 @@ def run_case(kernel: Callable, case: Case, job: Job, device: torch.device, clock
                 verdict = timed  # the failure, or the evidence when no gate call ran here
             if stats is not None and job.profile and stats.median_ms <= PROFILE_MAX_MS:
                 profiling = time.perf_counter()
-                profile = profile_call(kernel, case, device, timed_input_seed(case, 10_000))
+                with clock.turn():  # kernel durations as they are with the device alone
+                    profile = profile_call(kernel, case, device, timed_input_seed(case, 10_000))
                 profile_s = time.perf_counter() - profiling
                 f = floors(case)
                 seconds = stats.median_ms / 1e3
@@ -233,7 +261,8 @@ def _run_job(job: Job, reporter: Reporter, counter: Any, trusted: dict[str, Any]
         reporter.send("fatal", status=CaseStatus.ERROR,
                       error=f"rejected: candidate altered {', '.join(changed)} on import")
         return False
-    clock = DeviceClock(device) if job.mode == "bench" else DeviceClock(torch.device("cpu"))
+    turn = PipeTurn(reporter) if job.turns and job.mode == "bench" else DeviceTurn()
+    clock = DeviceClock(device, turn) if job.mode == "bench" else DeviceClock(torch.device("cpu"))
     reference = _load_reference(job, reporter)
     for index, case in enumerate(job.cases):
         reporter.send("case_start", index=index)

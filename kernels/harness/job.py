@@ -33,3 +33,7 @@ class Job(BaseModel):
     # The process may stay for another job after this one (the next candidate is of the same
     # structure); it does only when this one ended cleanly (kernels.harness.child._reusable).
     keep_alive: bool = False
+    # Bench mode: ask the parent for the device before each timed region (and the clock's
+    # calibration and the profiled call), and give it back after (kernels.harness.child.PipeTurn);
+    # the rest of the job shares the device with the parent's other lanes.
+    turns: bool = False

@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Protocol
 
 from kernels.harness.job import Job
 from kernels.harness.results import CaseResult, SuiteReport
@@ -141,6 +141,12 @@ class ChildProcess:
         self.proc.stdin.write(f"{job_path}\n".encode())
         self.proc.stdin.flush()
 
+    def answer(self, word: str) -> None:
+        """A word for the running job (its turns: "go")."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{word}\n".encode())
+        self.proc.stdin.flush()
+
     def next_message(self, deadline: float) -> dict | None:
         """The next JSON message, None at end of stream; raises TimeoutError at the deadline."""
         while b"\n" not in self._buffer:
@@ -193,6 +199,17 @@ class ChildProcess:
         self._log.close()
 
 
+class Turns(Protocol):
+    """The parent's side of a bench job's turns (:class:`kernels.harness.child.PipeTurn`): the
+    device to the job alone for each of its timed regions, shared between them."""
+
+    def acquire(self) -> float:
+        """Wait until the job may have the device alone; the seconds waited."""
+
+    def release(self) -> float:
+        """Share the device again (a no-op when not acquired); the seconds waited."""
+
+
 @dataclass
 class _Attempt:
     results: dict[int, CaseResult] = field(default_factory=dict)
@@ -213,9 +230,11 @@ def _tail_line(text: str) -> str:
 
 def _run_attempt(child: ChildProcess, job: Job, indices: list[int], limits: RunLimits,
                  on_case: Callable[[int, CaseResult], None] | None,
-                 release: Callable[[ChildProcess], None] | None = None) -> _Attempt:
+                 release: Callable[[ChildProcess], None] | None = None, turns: Turns | None = None) -> _Attempt:
     """Run ``job`` in ``child``; a child that ends it ready for another goes to ``release``
-    (the caller's pool of reusable children), any other is closed."""
+    (the caller's pool of reusable children), any other is closed.  The child's requests for
+    turns go to ``turns`` (answered at once without it); waiting for one does not count
+    against a case's time limit."""
     attempt = _Attempt()
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         handle.write(job.model_dump_json())
@@ -283,10 +302,21 @@ def _run_attempt(child: ChildProcess, job: Job, indices: list[int], limits: RunL
             elif kind == "jit":
                 attempt.jit_compiled = int(message.get("compiled", 0))
                 attempt.jit_cache_hits = int(message.get("cache_hits", 0))
+            elif kind in ("turn", "turn_done"):
+                waited = 0.0
+                if turns is not None:
+                    waited = turns.acquire() if kind == "turn" else turns.release()
+                deadline += waited
+                try:
+                    child.answer("go")
+                except OSError:  # it died meanwhile: its end of stream comes next
+                    pass
             elif kind == "done":
                 child.reusable = bool(message.get("reusable")) and release is not None
                 return attempt
     finally:
+        if turns is not None:
+            turns.release()  # a child that died or hung inside a timed region held the device
         if child.reusable and child.proc.poll() is None:
             release(child)  # type: ignore[misc]
         else:
@@ -313,6 +343,7 @@ def run_candidate(
     reference: str | Path | None = None,
     release: Callable[[ChildProcess], None] | None = None,
     fresh: Callable[[], ChildProcess] = ChildProcess,
+    turns: Turns | None = None,
 ) -> SuiteReport:
     """Evaluate a candidate file on ``cases`` in child processes and report every case.
 
@@ -326,7 +357,10 @@ def run_candidate(
     its child to stay, and a child that ends a job cleanly goes to ``release``.  A job with a
     case that does not pass in a child that ran an earlier candidate is re-run whole in a
     ``fresh`` one, so a crash, a hang or a wrong answer is blamed only on the candidate that
-    caused it, and the verdict is what a fresh process gives."""
+    caused it, and the verdict is what a fresh process gives.
+
+    ``turns`` (bench mode): the device is the job's alone only for its timed regions, which
+    it asks ``turns`` for (:class:`Turns`); without it the caller owns the device throughout."""
     started = time.monotonic()
     path = Path(candidate).resolve()
     cases = list(cases)
@@ -344,16 +378,16 @@ def run_candidate(
         job = Job(candidate=str(path), cases=[cases[i] for i in remaining], mode=mode, profile=profile,
                   device=device, policy=policy, fail_fast=fail_fast, gate=gate, fast_gate_cases=fast_gate_cases,
                   reference=None if reference is None else str(Path(reference).resolve()),
-                  keep_alive=release is not None)
+                  keep_alive=release is not None, turns=turns is not None and mode == "bench")
         child = spawn()
         reused = child.jobs > 0
-        attempt = _run_attempt(child, job, remaining, limits, on_case, release)
+        attempt = _run_attempt(child, job, remaining, limits, on_case, release, turns)
         if reused and (attempt.infra_error or any(not r.ok for r in attempt.results.values())
                        or len(attempt.results) < len(remaining)):
             # An earlier candidate may have left this process broken: the whole job runs again
             # in a fresh child, whose verdict is the one a fresh process would have given (the
             # same calls in the same order: a candidate that cheats after N calls still does).
-            attempt = _run_attempt(fresh(), job, remaining, limits, on_case, release)
+            attempt = _run_attempt(fresh(), job, remaining, limits, on_case, release, turns)
         if attempt.device != "unknown":
             info.device, info.device_name, info.versions = attempt.device, attempt.device_name, attempt.versions
         results.update(attempt.results)

@@ -19,6 +19,13 @@ batch of fresh inputs called back to back, timed together and divided by their c
 same rules hold for each of them.
 
 How many calls and for how long is a :class:`~kernels.harness.settings.TimingPolicy`.
+
+A timed region (its flush included) and the clock's calibration run inside a
+:class:`DeviceTurn`: the device to this process alone.  Alone on a machine a turn costs
+nothing; a search evaluator with several lanes gives the device to one lane's timed region at
+a time and lets the lanes' untimed work (inputs, warm-ups, re-checks) run together between
+them (:class:`kernels.harness.child.PipeTurn`).  The time budget of a case counts no waiting
+for turns.
 """
 
 from __future__ import annotations
@@ -26,7 +33,8 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from typing import Callable, TypeVar
+from contextlib import contextmanager
+from typing import Callable, Iterator, TypeVar
 
 import torch
 
@@ -47,14 +55,65 @@ def timed_input_seed(case: Case, rep: int) -> int:
     return case.seed * 7919 + 104729 * (rep + 1)
 
 
-class DeviceClock:
-    """Flush, start mark, end mark: CUDA events on a GPU, a host timer on CPU."""
+class DeviceTurn:
+    """The device to this process alone, for one timed region: ``with turn(): ...``.
 
-    def __init__(self, device: torch.device) -> None:
+    This base class is for a process alone on its device (a benchmark, a test): its turn is
+    always granted.  Subclasses ask for it (:meth:`_acquire`) and give it back (:meth:`_release`);
+    ``waited_s`` sums the seconds spent asking.  Turns do not nest: an inner one is the outer one."""
+
+    def __init__(self) -> None:
+        self.waited_s = 0.0
+        self.turns = 0
+        self._depth = 0
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        began = time.perf_counter()
+        self._acquire()
+        self.waited_s += time.perf_counter() - began
+        self.turns += 1
+        self._depth = 1
+        try:
+            yield
+        finally:
+            self._depth = 0
+            self._release()
+
+    def _acquire(self) -> None:
+        """Wait until nothing else runs on the device (nothing to wait for when alone)."""
+
+    def _release(self) -> None:
+        """Let others use the device again."""
+
+
+class DeviceClock:
+    """Flush, start mark, end mark: CUDA events on a GPU, a host timer on CPU.  Its timed
+    regions and its calibration run in ``turn``'s turns."""
+
+    def __init__(self, device: torch.device, turn: DeviceTurn | None = None) -> None:
         self.device = device
         self.cuda = device.type == "cuda"
+        self.turn = turn if turn is not None else DeviceTurn()
         self._flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device) if self.cuda else None
-        self.overhead_ms = self._calibrate() if self.cuda else 0.0
+        if self.cuda:
+            with self.turn():  # the empty region's cost must not include another process's kernels
+                self.overhead_ms = self._calibrate()
+        else:
+            self.overhead_ms = 0.0
+
+    def timed(self, fn: Callable[[], T]) -> tuple[T, float]:
+        """In one turn: flush, then :meth:`region` of ``fn``."""
+        with self.turn():
+            self.flush()
+            return self.region(fn)
 
     def flush(self) -> None:
         if self._flush is not None:
@@ -116,8 +175,7 @@ def calls_verified(kernel: Kernel, case: Case, seeds: list[int], device: torch.d
             torch.cuda.synchronize()
         elapsed = None
     else:
-        clock.flush()
-        outs, total = clock.region(lambda: [kernel(given) for given in givens])
+        outs, total = clock.timed(lambda: [kernel(given) for given in givens])
         elapsed = total / len(givens)
     checking = time.perf_counter()
     earlier = previous if previous is not None else []
@@ -157,6 +215,7 @@ def measure(kernel: Kernel, case: Case, device: torch.device, clock: DeviceClock
     times: list[float] = []
     worst: VerifyResult | None = None
     began = time.perf_counter()
+    waited_before = clock.turn.waited_s  # waiting for turns is not the case's time
     count = policy.inputs_per_region(case.batch, case.n)
     last_output: list[object] = []
     for rep in range(policy.max_reps):
@@ -176,7 +235,7 @@ def measure(kernel: Kernel, case: Case, device: torch.device, clock: DeviceClock
             stderr = statistics.stdev(times) / math.sqrt(len(times))
             if mean > 0 and stderr / mean < policy.target_rel_stderr:
                 break
-            if time.perf_counter() - began > policy.max_seconds:
+            if time.perf_counter() - began - (clock.turn.waited_s - waited_before) > policy.max_seconds:
                 break
     assert worst is not None  # max_reps >= 1
     return _stats(times, clock).model_copy(update={"check_s": check_s, "calls_per_region": count}), worst

@@ -244,6 +244,7 @@ class SearchLoop:
             profile=ev.profile and self.llm is not None and cand.family != BASELINE_FAMILY,
             verify_processes=ev.verify_processes, fast_gates=ev.fast_gates, screen=screen,
             pause_compiles=ev.pause_compiles_while_timing, reuse_processes=ev.reuse_processes,
+            timing_hold=ev.timing_hold,
             pause_cases=self._pause_cases(cand, best, bench_cases) if ev.pause_compiles_while_timing else None)
 
     def _pause_cases(self, cand: Candidate, best: EvalResult | None, bench_cases: list[Case]) -> list[str] | None:

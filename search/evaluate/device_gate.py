@@ -6,11 +6,18 @@ timed call is anything else on its device: another process's kernels, or a new C
 child process that starts creates one; an H200 run measured launch-bound cases 20-75% slower when
 a child started during timing).  So everything a worker does on its device holds the gate:
 
-- **exclusive**: a bench-mode job (timing, its re-checks, the reference timed in the same child,
-  profiling, duels, ``qrsearch recheck``), the whole job, its timing child's start included;
-- **shared**: the verify stage's gate calls (several children at once, several lanes at once), and
-  every child's CUDA context creation (a spare's imports before it need no hold:
-  :mod:`search.evaluate.children`).
+- **exclusive**: each timed region of a bench-mode job (its L2 flush, the clock's calibration
+  and a profiled call too: :class:`RegionTurns`), or with ``evaluation.timing_hold: job`` the
+  whole job (its re-checks, the reference timed in the same child, duels, ``qrsearch recheck``,
+  the timing child's start);
+- **shared**: the rest of a bench job (its timing child's start, fresh inputs, warm-ups, the
+  re-checks of timed outputs), the verify stage's gate calls (several children at once, several
+  lanes at once), and every child's CUDA context creation (a spare's imports before it need no
+  hold: :mod:`search.evaluate.children`).
+
+With holds per region, two lanes' bench jobs interleave: lane A's timed region, then lane B's
+(A's next shared hold waits behind B's waiting exclusive one), then both lanes' re-checks at
+once, whose host-bound launches leave the device idle when one runs alone.
 
 The gate prefers writers: once a bench job waits, no new shared hold is granted, so a stream of
 gate calls and process starts cannot starve it; waiting bench jobs go in arrival order.  A shared
@@ -31,7 +38,7 @@ import threading
 import time
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Literal
+from typing import Callable, Literal
 
 Kind = Literal["shared", "exclusive"]
 
@@ -220,3 +227,52 @@ class DeviceGate:
             # Everyone re-checks: a writer waits for readers == 0, readers for no writer, and the
             # next writer for its ticket; one notify_all per release cannot lose a wakeup.
             self._cond.notify_all()
+
+
+class RegionTurns:
+    """A bench job's turns on a gate (:class:`kernels.harness.runner.Turns`): it holds the gate
+    shared, and exclusively for each timed region its child asks for.
+
+    Between two regions the shared hold is asked for anew rather than downgraded: a lane
+    waiting for its own region then goes first, so the two lanes' regions come back to back
+    and their re-checks run together after them.  ``on_acquire`` runs once the exclusive hold
+    is granted, ``on_release`` before it is given back (the compile-ahead pause: only the
+    exclusive holder may stop and restart compiles).  ``hold`` is the current hold, for children
+    started under it; :meth:`close` releases it."""
+
+    def __init__(self, gate: DeviceGate, hold: Hold, on_acquire: Callable[[], None] | None = None,
+                 on_release: Callable[[], None] | None = None) -> None:
+        if hold.kind != "shared" or not hold.held:
+            raise RuntimeError("region turns start from a held shared hold")
+        self._gate = gate
+        self.hold = hold
+        self._on_acquire = on_acquire
+        self._on_release = on_release
+        self.waited_s = 0.0
+        self.regions = 0
+
+    def acquire(self) -> float:
+        if self.hold.kind == "exclusive" and self.hold.held:
+            return 0.0
+        self.hold.release()
+        self.hold = self._gate.exclusive()
+        self.regions += 1
+        if self._on_acquire is not None:
+            self._on_acquire()
+        self.waited_s += self.hold.waited_s
+        return self.hold.waited_s
+
+    def release(self) -> float:
+        if self.hold.kind != "exclusive" or not self.hold.held:
+            return 0.0
+        try:
+            if self._on_release is not None:
+                self._on_release()
+        finally:
+            self.hold.release()
+            self.hold = self._gate.shared()
+        self.waited_s += self.hold.waited_s
+        return self.hold.waited_s
+
+    def close(self) -> None:
+        self.hold.release()

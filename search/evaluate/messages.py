@@ -40,6 +40,7 @@ class EvalRequest(BaseModel):
     # the others are timed first, compiles going on.  None: all of them.
     pause_cases: list[str] | None = None
     reuse_processes: bool = True  # run it in the children that ran its structure's last candidate
+    timing_hold: Literal["region", "job"] = "region"  # what a bench job holds the device alone for
     dispatched_at: float | None = None  # time.time() when the pool handed it to an evaluator
     # A re-check (``qrsearch recheck``): torch.geqrf's source, timed in the candidate's bench child.
     reference_source: str | None = None

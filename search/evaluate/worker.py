@@ -23,7 +23,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from kernels.candidate import materialize
 from kernels.harness.results import SuiteReport
@@ -33,7 +33,7 @@ from kernels.suites import Case
 from search.engine.cascade import is_screened_out
 from search.evaluate.children import ChildPool
 from search.evaluate.compile_ahead import AheadResult, CompileAhead
-from search.evaluate.device_gate import DeviceGate, Hold
+from search.evaluate.device_gate import DeviceGate, Hold, RegionTurns
 from search.evaluate.messages import EvalOutcome, EvalRequest
 from search.evaluate.outcome import merge_reports, outcome_from_reports
 
@@ -47,10 +47,11 @@ class Worker:
     ``verify_processes`` children at once, grouped by n, so a Triton candidate's kernels
     compile in parallel (when they were not compiled ahead); the bench stage then times the
     bench cases without repeating those calls.  Timed calls own the device
-    (:mod:`search.evaluate.device_gate`): every bench-mode job holds the worker's gate
-    exclusively, from its timing child's start to its last timed call; the verify stage, and
-    every child's context creation, hold it shared (a spare imports torch with no hold, on CPUs
-    other than ``timing_cpus``).  So nothing else runs on the device or creates a context there
+    (:mod:`search.evaluate.device_gate`): a bench-mode job holds the worker's gate exclusively
+    for each timed region (``timing_hold: region``) or from its timing child's start to its last
+    timed call (``job``), and shared otherwise; the verify stage, and every child's context
+    creation, hold it shared (a spare imports torch with no hold, on CPUs other than
+    ``timing_cpus``).  So nothing else runs on the device or creates a context there
     while a candidate is timed (an H200 run that started a child during timing measured
     launch-bound cases 20-75% slower), whichever lane does it, and the timing child is pinned to
     ``timing_cpus``, away from the compile-ahead processes and the spares' imports.
@@ -59,8 +60,8 @@ class Worker:
     (:mod:`search.evaluate.compile_ahead`) while this one is evaluated.
 
     Stage times each evaluation reports beside the harness's (``stage_seconds``): ``settle``,
-    waiting for the exclusive hold before its timed jobs (spares still starting, another
-    lane's gate calls or bench job); ``device_wait``, its verify stage waiting for a shared
+    waiting for the gate in its bench jobs (spares still starting, another lane's gate calls,
+    re-checks or timed regions); ``device_wait``, its verify stage waiting for a shared
     hold (another lane's bench job); ``queued``, from the pool's hand-over to its start
     (behind this worker's busy lanes); ``idle``, how long the whole worker had nothing to do
     before it began (0 while another lane was busy).  ``evaluations`` and ``busy_s`` count
@@ -221,9 +222,12 @@ class Worker:
 
     def _timed(self, request: EvalRequest, path: Path, cases: list[Case], paused: bool, structure: str | None,
                reference: Path | None, extra: dict[str, float]) -> SuiteReport:
-        """One bench-mode job, the whole of it (its timing child's start, a fresh re-run, the
-        reference timed in the same child) under the exclusive hold."""
+        """One bench-mode job: under a shared hold, exclusive for each timed region
+        (``timing_hold: region``), or the whole of it (its timing child's start, a fresh
+        re-run, the reference timed in the same child) under the exclusive hold (``job``)."""
         keep_timing = self.children.keeper(structure, timing=True) if structure else None
+        if request.timing_hold == "region":
+            return self._timed_per_region(request, path, cases, paused, structure, reference, extra, keep_timing)
         with self.gate.exclusive() as hold:
             extra["settle"] = extra.get("settle", 0.0) + hold.waited_s
             with self._compiles_stopped(hold, paused):
@@ -232,6 +236,24 @@ class Worker:
                     limits=request.limits, policy=request.timing, fail_fast=True, profile=request.profile,
                     gate=False, spawn=lambda: self.children.timing_child(hold, structure), reference=reference,
                     release=keep_timing, fresh=lambda: self.children.new_child(hold, pinned=True))
+
+    def _timed_per_region(self, request: EvalRequest, path: Path, cases: list[Case], paused: bool,
+                          structure: str | None, reference: Path | None, extra: dict[str, float],
+                          keep_timing: Callable[[ChildProcess], None] | None) -> SuiteReport:
+        stop = paused and self.ahead is not None
+        ahead = self.ahead
+        turns = RegionTurns(self.gate, self.gate.shared(), on_acquire=ahead.pause if stop and ahead else None,
+                            on_release=ahead.resume if stop and ahead else None)
+        extra["settle"] = extra.get("settle", 0.0) + turns.hold.waited_s
+        try:
+            return run_candidate(
+                path, cases, suite=request.bench_suite, mode="bench", device=request.device,
+                limits=request.limits, policy=request.timing, fail_fast=True, profile=request.profile,
+                gate=False, spawn=lambda: self.children.timing_child(turns.hold, structure), reference=reference,
+                release=keep_timing, fresh=lambda: self.children.new_child(turns.hold, pinned=True), turns=turns)
+        finally:
+            turns.close()
+            extra["settle"] += turns.waited_s
 
     @contextmanager
     def _compiles_stopped(self, hold: Hold, paused: bool) -> Iterator[None]:

@@ -192,7 +192,7 @@ def test_a_worker_compiles_announced_candidates_ahead_under_the_interpreter(tmp_
         assert stages["compile_ahead"] >= 0.2 and stages["compile_wait"] >= 0  # the fake sleeps 0.2 s
         # The timing child, and only it, runs on the timing CPUs; spares import on the others.
         assert pinned.count(timing) == 1 and all(cpus == timing or not cpus & timing for cpus in pinned)
-        assert calls == ["pause", "resume"]  # compiles stood still while it timed
+        assert calls == ["pause", "resume"] * 2  # compiles stood still in each of its 2 timed regions
         unannounced = worker.evaluate(second)
         assert unannounced.state is State.VERIFIED and unannounced.result.jit["ahead_done"] == 0.0
         assert len(compiler.calls) == units
@@ -457,9 +457,22 @@ def test_a_worker_times_long_cases_with_compiles_going_and_stops_them_for_the_sh
     real = worker_module.run_candidate
 
     def recording(path, cases, **kw):
-        if kw.get("mode") == "bench":
-            timed.append(([c.name for c in cases], sched._paused))
-        return real(path, cases, **kw)
+        if kw.get("mode") != "bench":
+            return real(path, cases, **kw)
+        # Whether compiles stood still in each timed region (the job's turns stop them).
+        turns, paused = kw["turns"], []
+        real_acquire = turns.acquire
+
+        def acquire() -> float:
+            waited = real_acquire()
+            paused.append(sched._paused)
+            return waited
+
+        turns.acquire = acquire
+        report = real(path, cases, **kw)
+        assert paused and len(set(paused)) == 1 and not sched._paused  # every region alike, restarted after
+        timed.append(([c.name for c in cases], paused[0]))
+        return report
 
     monkeypatch.setattr(worker_module, "run_candidate", recording)
     worker = Worker(tmp_path / "work", {"TRITON_INTERPRET": "1", "TRITON_CACHE_DIR": str(cache)}, name="cpu0",

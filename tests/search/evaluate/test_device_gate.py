@@ -324,3 +324,66 @@ def test_shared_unless_waits_behind_a_bench_job_and_gives_up_when_told() -> None
     hold = got[0]
     assert hold is not None and gate.state().readers == 1
     hold.release()  # type: ignore[attr-defined]
+
+
+def _lane_with_turns(gate: DeviceGate, regions: int, log: list[tuple[str, int, float, float]], lane: int,
+                     region_s: float, recheck_s: float, pauses: list[tuple[str, bool]],
+                     started: threading.Barrier) -> None:
+    """A bench job as a lane runs it with ``timing_hold: region``: a timed region in a turn, then
+    its re-check under the shared hold, ``regions`` times."""
+    from search.evaluate.device_gate import RegionTurns
+
+    turns = RegionTurns(gate, gate.shared(), on_acquire=lambda: pauses.append(("pause", gate.state().writer)),
+                        on_release=lambda: pauses.append(("resume", gate.state().writer)))
+    started.wait(5)  # both jobs began (their shared holds), as two lanes' bench jobs in step
+    try:
+        for _ in range(regions):
+            turns.acquire()
+            assert turns.hold.kind == "exclusive" and turns.acquire() == 0.0  # asking again: already its own
+            began = time.monotonic()
+            time.sleep(region_s)
+            log.append(("region", lane, began, time.monotonic()))
+            turns.release()
+            assert turns.hold.kind == "shared" and turns.release() == 0.0
+            began = time.monotonic()
+            time.sleep(recheck_s)
+            log.append(("recheck", lane, began, time.monotonic()))
+    finally:
+        turns.close()
+    assert not turns.hold.held and turns.regions == regions
+
+
+def test_region_turns_time_alone_and_let_two_lanes_recheck_together():
+    gate = DeviceGate()
+    log: list[tuple[str, int, float, float]] = []
+    pauses: list[tuple[str, bool]] = []
+    started = threading.Barrier(2)
+    lanes = [threading.Thread(target=_lane_with_turns, args=(gate, 3, log, lane, 0.05, 0.15, pauses, started))
+             for lane in range(2)]
+    for t in lanes:
+        t.start()
+    for t in lanes:
+        t.join(10)
+    assert not any(t.is_alive() for t in lanes)
+    regions = [x for x in log if x[0] == "region"]
+    rechecks = [x for x in log if x[0] == "recheck"]
+    assert len(regions) == 6 and len(rechecks) == 6
+    # A timed region overlaps nothing: no other region, no re-check of either lane.
+    for kind, lane, r0, r1 in regions:
+        assert not [x for x in log if x != (kind, lane, r0, r1) and x[2] < r1 and r0 < x[3]]
+    # Having timed, a lane's re-check waits behind the other lane's waiting region, so the two
+    # lanes' re-checks run at once (the point of holding per region): every one overlaps one of
+    # the other lane's.
+    for _, lane, c0, c1 in rechecks:
+        assert any(other != lane and o0 < c1 and c0 < o1 for _, other, o0, o1 in rechecks)
+    assert gate.state() == GateState(readers=0, writer=False, writers_waiting=0, readers_waiting=0)
+    # Compiles stop and restart only under the exclusive hold, in pairs.
+    assert [p[0] for p in pauses] == ["pause", "resume"] * 6 and all(p[1] for p in pauses)
+
+
+def test_region_turns_start_from_a_shared_hold():
+    from search.evaluate.device_gate import RegionTurns
+
+    gate = DeviceGate()
+    with gate.exclusive() as hold, pytest.raises(RuntimeError, match="shared"):
+        RegionTurns(gate, hold)

@@ -63,6 +63,7 @@ class Record:
         self.starts: list[tuple[int, float, float, int]] = []
         self.jobs: dict[int, list[tuple[float, str, str | None]]] = defaultdict(list)  # pid -> submits and dones
         self.pauses: list[tuple[int, str, bool]] = []  # (thread, pause|resume, exclusive held)
+        self.turns: list[Interval] = []  # timing_hold "region": from each exclusive grant to its release
 
     def add(self, where: list[Any], item: Any) -> None:
         with self.lock:
@@ -74,10 +75,12 @@ def recording_child(record: Record) -> type[ChildProcess]:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             self._spawned = (threading.get_ident(), time.monotonic())
             self._heard = False
+            self._inited = False
             super().__init__(*args, **kwargs)
 
         def init(self) -> None:
             self._spawned = (threading.get_ident(), time.monotonic())  # its context from here
+            self._inited = True
             super().init()
 
         def next_message(self, deadline: float) -> dict | None:
@@ -86,7 +89,8 @@ def recording_child(record: Record) -> type[ChildProcess]:
             loaded = message is not None and message.get("type") == "loaded"
             if not self._heard and not loaded:  # warm, or the end of its stream: the start is over
                 self._heard = True
-                record.add(record.starts, (*self._spawned, now, self.proc.pid))
+                if self._inited or not self.staged:  # a spare never told to init made no context
+                    record.add(record.starts, (*self._spawned, now, self.proc.pid))
             if message is not None and message.get("type") == "done":
                 record.add(record.jobs[self.proc.pid], (now, "done", None))
             return message
@@ -129,6 +133,7 @@ def mode_at(record: Record, pid: int, at: float) -> str:
 def lanes_worker(tmp_path, monkeypatch):
     import search.evaluate.children as children_module
     import search.evaluate.worker as worker_module
+    from search.evaluate.device_gate import RegionTurns
     from search.evaluate.worker import Worker
 
     record = Record()
@@ -153,8 +158,25 @@ def lanes_worker(tmp_path, monkeypatch):
 
     def bench(*args: Any, **kwargs: Any) -> Any:
         assert kwargs.get("mode") == "bench"
-        assert worker.gate.state().writer, "a bench job ran without the exclusive hold"
+        if kwargs.get("turns") is None:
+            assert worker.gate.state().writer, "a bench job ran without the exclusive hold"
+        else:
+            assert not worker.gate.state().writer, "a bench job with turns began exclusive"
         return timed("bench", record.bench, real_run)(*args, **kwargs)
+
+    real_acquire, real_release = RegionTurns.acquire, RegionTurns.release
+    granted: dict[int, float] = {}
+
+    def acquire(self: RegionTurns) -> float:
+        waited = real_acquire(self)
+        granted[threading.get_ident()] = time.monotonic()
+        return waited
+
+    def release(self: RegionTurns) -> float:
+        began = granted.pop(threading.get_ident(), None)
+        if began is not None:
+            record.add(record.turns, (threading.get_ident(), began, time.monotonic()))
+        return real_release(self)
 
     def paused(name: str, real: Any) -> Any:
         def wrapped() -> None:
@@ -167,11 +189,14 @@ def lanes_worker(tmp_path, monkeypatch):
     monkeypatch.setattr(worker, "_wait_compile", timed("compile", record.compile_waits, real_wait))
     monkeypatch.setattr(sched, "pause", paused("pause", real_pause))
     monkeypatch.setattr(sched, "resume", paused("resume", real_resume))
+    monkeypatch.setattr(RegionTurns, "acquire", acquire)
+    monkeypatch.setattr(RegionTurns, "release", release)
     yield worker, record
     worker.close()
 
 
-def test_two_lanes_run_at_once_and_nothing_overlaps_a_timed_job(lanes_worker, tmp_path):
+@pytest.mark.parametrize("hold", ["region", "job"])
+def test_two_lanes_run_at_once_and_nothing_overlaps_a_timed_job(lanes_worker, tmp_path, hold):
     worker, record = lanes_worker
     log = tmp_path / "calls.log"
 
@@ -182,7 +207,7 @@ def test_two_lanes_run_at_once_and_nothing_overlaps_a_timed_job(lanes_worker, tm
             bench_suite="custom", bench_cases=[Case(batch=2, n=8, cond=1, seed=2, case="dense")], device="cpu",
             limits=RunLimits(case_timeout_s=120),
             timing=TimingPolicy(warmup_calls=1, min_reps=4, max_reps=4, max_seconds=10),
-            verify_processes=1, pause_cases=None)
+            verify_processes=1, pause_cases=None, timing_hold=hold)
 
     # Lane a: two candidates of one structure, then another structure (children from the
     # spares); lane b: the first structure too, so both lanes want its kept children at once.
@@ -221,14 +246,29 @@ def test_two_lanes_run_at_once_and_nothing_overlaps_a_timed_job(lanes_worker, tm
     assert any(overlap(a0, a1, b0, b1) for pa, a0, a1 in gate_calls for pb, b0, b1 in gate_calls if pa != pb)
     assert all(any(b0 <= t0 and t1 <= b1 for _, b0, b1 in record.bench) for _, t0, t1 in timed_calls)
 
-    # Timed calls own the device: no other bench job, no gate call, and no child start (but the
-    # bench job's own timing child) overlaps a bench job.
-    for tb, b0, b1 in record.bench:
-        assert not [o for o in record.bench if o != (tb, b0, b1) and overlap(o[1], o[2], b0, b1)]
-        assert not [c for c in gate_calls if overlap(c[1], c[2], b0, b1)], "a gate call ran during a timed job"
-        intruders = [s for s in record.starts if overlap(s[1], s[2], b0, b1) and s[0] != tb
-                     and not own_timing_child(record, s[3], b0, b1)]
-        assert not intruders, "a child created a context while another lane's job was timed"
+    if hold == "job":
+        # Timed calls own the device: no other bench job, no gate call, and no child start (but
+        # the bench job's own timing child) overlaps a bench job.
+        assert not record.turns
+        for tb, b0, b1 in record.bench:
+            assert not [o for o in record.bench if o != (tb, b0, b1) and overlap(o[1], o[2], b0, b1)]
+            assert not [c for c in gate_calls if overlap(c[1], c[2], b0, b1)], "a gate call ran during a timed job"
+            intruders = [s for s in record.starts if overlap(s[1], s[2], b0, b1) and s[0] != tb
+                         and not own_timing_child(record, s[3], b0, b1)]
+            assert not intruders, "a child created a context while another lane's job was timed"
+    else:
+        # Each timed call had a turn of its own: the 4 timed calls of each bench job inside
+        # turns, its warm-up call outside them (shared with the other lane's work).
+        inside = [c for c in timed_calls if any(u0 <= c[1] and c[2] <= u1 for _, u0, u1 in record.turns)]
+        assert len(inside) == 4 * len(record.bench) and len(timed_calls) - len(inside) == len(record.bench)
+        # And owned the device: nothing of another process ran during a turn (no call, no child
+        # start, no other turn); timing children now start before their job's first turn.
+        for tu, u0, u1 in record.turns:
+            assert not [o for o in record.turns if o != (tu, u0, u1) and overlap(o[1], o[2], u0, u1)]
+            busy = [pid for pid, t0, t1 in made if overlap(t0, t1, u0, u1)]
+            assert len(set(busy)) <= 1, "another process called the candidate during a timed region"
+            assert not [s for s in record.starts if overlap(s[1], s[2], u0, u1)], \
+                "a child created a context during a timed region"
     # Compiles were stopped only by the holder of the exclusive gate, one pair at a time.
     assert record.pauses and [p[1] for p in record.pauses] == ["pause", "resume"] * (len(record.pauses) // 2)
     assert all(p[2] for p in record.pauses)
