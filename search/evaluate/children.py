@@ -270,7 +270,8 @@ class ChildPool:
 
     def timing_child(self, hold: Hold, structure: str | None = None) -> ChildProcess:
         """The pinned child kept for ``structure``'s timing, else a spare pinned now, else a new
-        pinned child (under the bench job's exclusive ``hold``: no spare can be starting then)."""
+        pinned child, under the bench job's ``hold`` (exclusive with ``timing_hold: job``, else
+        shared: its timed regions come later, each in a turn of the exclusive hold)."""
         with self._lock:
             kept = self._kept_timing.pop(structure, None) if structure else None
             if kept is not None and kept.proc.poll() is None:

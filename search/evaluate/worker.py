@@ -240,10 +240,11 @@ class Worker:
     def _timed_per_region(self, request: EvalRequest, path: Path, cases: list[Case], paused: bool,
                           structure: str | None, reference: Path | None, extra: dict[str, float],
                           keep_timing: Callable[[ChildProcess], None] | None) -> SuiteReport:
-        stop = paused and self.ahead is not None
-        ahead = self.ahead
-        turns = RegionTurns(self.gate, self.gate.shared(), on_acquire=ahead.pause if stop and ahead else None,
-                            on_release=ahead.resume if stop and ahead else None)
+        """The bench job under a shared hold, its child's timed regions each in a turn of the
+        exclusive one; compiles stop (``paused``) only inside those turns."""
+        ahead = self.ahead if paused else None
+        turns = RegionTurns(self.gate, self.gate.shared(), on_acquire=ahead.pause if ahead else None,
+                            on_release=ahead.resume if ahead else None)
         extra["settle"] = extra.get("settle", 0.0) + turns.hold.waited_s
         try:
             return run_candidate(

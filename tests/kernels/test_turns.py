@@ -38,16 +38,17 @@ class RecordingTurns:
 
 
 def test_each_timed_region_is_one_turn_and_waiting_for_turns_is_neither_timed_nor_budgeted():
-    turns = RecordingTurns(wait_s=0.05)
-    # max_seconds 0.3 and a standard error that never satisfies: the budget alone stops the
-    # timing, and the 20 regions fit it only if the 20 x 0.05 s spent waiting do not count.
-    policy = TimingPolicy(warmup_calls=1, min_reps=2, max_reps=20, target_rel_stderr=1e-12, max_seconds=0.3)
+    turns = RecordingTurns(wait_s=0.5)
+    # max_seconds 2 and a standard error that never satisfies: the budget alone could stop the
+    # timing, and the 8 regions (about 0.1 s of work each on a loaded 2-core machine) fit it only
+    # if the 8 x 0.5 s spent waiting do not count (counted, it stops after the 4th).
+    policy = TimingPolicy(warmup_calls=1, min_reps=2, max_reps=8, target_rel_stderr=1e-12, max_seconds=2.0)
     report = run_candidate(BASELINE_PATH, [CASE], mode="bench", device="cpu", policy=policy, turns=turns)
     result = report.cases[0]
     assert result.status is CaseStatus.OK, result.error
-    assert result.timing is not None and result.timing.count == 20
-    assert turns.events == ["acquire", "release"] * 20 and not turns.held
-    assert result.timing.max_ms < 50  # a 2x8x8 geqrf: the 50 ms waits are outside the regions
+    assert result.timing is not None and result.timing.count == 8
+    assert turns.events == ["acquire", "release"] * 8 and not turns.held
+    assert result.timing.max_ms < 400  # a 2x8x8 geqrf: the 500 ms waits are outside the regions
 
 
 def test_without_turns_the_job_asks_for_none():
