@@ -101,9 +101,7 @@ class ChildProcess:
         """Tell a loaded staged child to create its CUDA context (then it says "warm")."""
         if not (self.staged and self.loaded):
             raise RuntimeError("init is for a staged child that has said 'loaded'")
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(b"init\n")
-        self.proc.stdin.flush()
+        self.tell("init")
         self._init_sent = True
 
     def wait_warm(self, timeout: float) -> bool:
@@ -135,16 +133,14 @@ class ChildProcess:
         return child
 
     def submit(self, job_path: Path) -> None:
-        assert self.proc.stdin is not None
         self.jobs += 1
         self.reusable = False
-        self.proc.stdin.write(f"{job_path}\n".encode())
-        self.proc.stdin.flush()
+        self.tell(str(job_path))
 
-    def answer(self, word: str) -> None:
-        """A word for the running job (its turns: "go")."""
+    def tell(self, line: str) -> None:
+        """One line on the child's stdin: "init", a job's path, or "go" for a turn the job asked for."""
         assert self.proc.stdin is not None
-        self.proc.stdin.write(f"{word}\n".encode())
+        self.proc.stdin.write(f"{line}\n".encode())
         self.proc.stdin.flush()
 
     def next_message(self, deadline: float) -> dict | None:
@@ -308,7 +304,7 @@ def _run_attempt(child: ChildProcess, job: Job, indices: list[int], limits: RunL
                     waited = turns.acquire() if kind == "turn" else turns.release()
                 deadline += waited
                 try:
-                    child.answer("go")
+                    child.tell("go")
                 except OSError:  # it died meanwhile: its end of stream comes next
                     pass
             elif kind == "done":

@@ -64,27 +64,21 @@ class DeviceTurn:
 
     def __init__(self) -> None:
         self.waited_s = 0.0
-        self.turns = 0
-        self._depth = 0
+        self._held = False
 
     @contextmanager
     def __call__(self) -> Iterator[None]:
-        if self._depth:
-            self._depth += 1
-            try:
-                yield
-            finally:
-                self._depth -= 1
+        if self._held:  # inside a turn already: the outer one gives it back
+            yield
             return
         began = time.perf_counter()
         self._acquire()
         self.waited_s += time.perf_counter() - began
-        self.turns += 1
-        self._depth = 1
+        self._held = True
         try:
             yield
         finally:
-            self._depth = 0
+            self._held = False
             self._release()
 
     def _acquire(self) -> None:
