@@ -9,25 +9,8 @@
 set -u
 FAMILY=$1 OVERRIDES=$2 CASES=$3 ROUNDS=${4:-3}
 . scripts/device_common.sh
-B=$(python3 - "$FAMILY" "$OVERRIDES" <<'EOF'
-import ast, sys, pathlib, tempfile
-from kernels.params import read_params, render_params
-family, overrides = sys.argv[1], sys.argv[2]
-src = pathlib.Path(f"kernels/families/{family}.py").read_text()
-params = read_params(src)
-for item in overrides.split(","):
-    key, value = item.split("=", 1)
-    if key not in params:
-        sys.exit(f"{family} has no parameter {key!r}")
-    try:
-        params[key] = ast.literal_eval(value)
-    except (ValueError, SyntaxError):
-        params[key] = value
-out = pathlib.Path(tempfile.mkdtemp()) / f"{family}.py"
-out.write_text(render_params(src, params))
-print(out)
-EOF
-) || exit 2
+B=$(mktemp -d)/$FAMILY.py
+python3 scripts/param_variant.py "$FAMILY" "$OVERRIDES" "$B" || exit 2
 cpus=$(python3 -c "import os; from search.evaluate.compile_ahead import split_cpus
 print(','.join(map(str, sorted(split_cpus(sorted(os.sched_getaffinity(0)), 0, 1)[0]))))")
 for r in $(seq 1 "$ROUNDS"); do

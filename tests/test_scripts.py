@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.kernels.test_precompile import KERNEL_CANDIDATE, needs_ptxas
 
@@ -150,3 +152,70 @@ def test_stage_profile_blames_gpu_idle_time_on_the_innermost_host_op():
     ]}
     idle = idle_by_host_op(trace)
     assert idle == {"aten::item": 10, "cudaStreamSynchronize": 20, "(no op)": 20, "aten::copy_": 10}
+
+
+def test_launch_split_replays_the_recorded_launches_exactly(tmp_path, monkeypatch):
+    """scripts/launch_split.py times lookahead_split's launches one by one from a recording: a
+    replay of the whole grids on fresh buffers must reproduce the family's output bit for bit
+    (else it times something else), and the panel-only replay launches just the panel programs."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    import launch_split
+
+    from kernels.families import get_family
+    from kernels.params import render_params
+
+    fam = get_family("lookahead_split")
+    params = {**fam.default_params().as_params(), "nb": 16, "panel_programs": 32, "split_rows": 16}
+    path = tmp_path / "lookahead_split.py"
+    path.write_text(render_params(fam.source(), params))
+    module = launch_split.load_family(path)
+    a = torch.randn((2, 64, 64), generator=torch.Generator().manual_seed(3))
+    launches, (h, tau) = launch_split.record(module, a.clone())
+    assert [launch.k for launch in launches] == [0, 16, 32, 48]
+    assert [launch.kwargs["SPLIT"] for launch in launches] == [True, True, True, False]
+    times, buffers = launch_split.replay(module, launches, a.clone(), False, launch_split.wall_clock)
+    assert len(times) == 4 and all(t > 0 for t in times)
+    h2, tau2 = buffers[id(launches[0].args[1])], buffers[id(launches[0].args[2])]
+    assert torch.equal(h2, h) and torch.equal(tau2, tau)
+    grids = []
+    kernel = module._lookahead_kernel
+
+    class Spy:
+        def __getitem__(self, grid):
+            grids.append(tuple(grid))
+            return kernel[grid]
+
+    monkeypatch.setattr(module, "_lookahead_kernel", Spy())
+    launch_split.replay(module, launches, a.clone(), True, launch_split.wall_clock)
+    assert grids == [(2, launch.kwargs["P"]) for launch in launches]
+    assert [launch.grid[1] > grid[1] for launch, grid in zip(launches, grids)] == [True, True, True, False]
+
+
+def test_composite_table_takes_the_fastest_passing_file_per_case(tmp_path):
+    """composite_table: per case the fastest *verified* median among the files (a faster failed
+    case does not count), the 12-case geomean over the suite's first 12 cases, a note when some
+    are missing, and speedups as the geomean of per-case ratios."""
+    import composite_table
+
+    from kernels.suites import get_suite
+
+    names = [c.name for c in get_suite("qrv2-bench")]
+
+    def bench(label, times, failed=()):
+        doc = {"candidate": f"kernels/families/{label}.py", "cases": [
+            {"name": n, "status": "fail" if n in failed else "ok", "timing": {"median_ms": ms}}
+            for n, ms in times.items()]}
+        path = tmp_path / f"{label}.json"
+        path.write_text(json.dumps(doc))
+        return path, doc
+
+    a = bench("fam_a", {n: 2.0 for n in names})
+    b = bench("fam_b", {names[0]: 1.0, names[1]: 0.5}, failed={names[1]})
+    best = composite_table.best_per_case([a, b])
+    assert best[names[0]] == (1.0, "fam_b") and best[names[1]] == (2.0, "fam_a")
+    text = composite_table.table(best, names, {n: 8.0 for n in names})
+    expected_12 = math.exp((math.log(1.0) + 11 * math.log(2.0)) / 12)
+    assert f"| **geomean, first 12** | **{expected_12:.4g}** | |" in text
+    assert f"**{8.0 / expected_12:.1f}x**" in text
+    partial = composite_table.table({names[0]: (1.0, "fam_b")}, names, {})
+    assert "(only 1 of 12 timed)" in partial

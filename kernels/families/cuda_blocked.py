@@ -36,7 +36,9 @@ PARAMS["graph"] the whole factorisation of one shape is captured once as a CUDA 
 and replayed (input copied in, outputs cloned out), which removes the host's launch
 work (a few launches per panel) from every later call.
 
-Panels of up to 512 rows are 64 columns wide (PARAMS), up to 1024 rows 32 or 16, up to 2048
+Panels of up to 384 rows are 64 columns wide by default and of up to 512 rows 32 (PARAMS: at
+640x512 panels of 32 in blocks of 64 ran 12% faster than 64 in 128, at 40x352 1.8x slower),
+up to 1024 rows 32 or 16, up to 2048
 rows 16 or 8, up to 4096 rows 8: a block's registers hold the panel.  Above
 PARAMS["max_n"] (or without CUDA) the file calls torch.geqrf.  Above n = 1024 the
 factorisation is a few thousand launches, so it is replayed as a CUDA graph
@@ -54,8 +56,10 @@ import triton.language as tl
 # qrsearch: params
 PARAMS = {
     'max_n': 1024,
-    'nb_le512': 64,
-    'block_le512': 128,
+    'nb_le384': 64,
+    'block_le384': 128,
+    'nb_le512': 32,
+    'block_le512': 64,
     'nb_le1024': 32,
     'block_le1024': 64,
     'nb_le2048': 16,
@@ -66,12 +70,12 @@ PARAMS = {
     'update_lt512': 'fp32',
     'update_le1024': 'bf16x3',
     'update_gt1024': 'fp32',
-    'apply_bn': 64,
+    'apply_bn': 32,
     'apply_bm': 64,
     'apply_warps_le512': 4,
-    'apply_warps_le1024': 8,
+    'apply_warps_le1024': 4,
     'apply_warps_gt1024': 8,
-    'apply_stages': 2,
+    'apply_stages': 3,
 }
 # qrsearch: end params
 
@@ -512,7 +516,9 @@ def _widths(n: int) -> tuple[int, int]:
     """(panel width, block width) for matrices of size n: panels of the block are factored by
     the kernel, then the rest of the matrix is updated once per block (K = block width).
     Taller panels hold fewer columns: a block's registers hold rows x panel width."""
-    if n <= 512:
+    if n <= 384:
+        nb, block = PARAMS["nb_le384"], PARAMS["block_le384"]
+    elif n <= 512:
         nb, block = PARAMS["nb_le512"], PARAMS["block_le512"]
     elif n <= 1024:
         nb, block = PARAMS["nb_le1024"], PARAMS["block_le1024"]

@@ -32,10 +32,10 @@ PARAMS = {
     'max_n': 192,
     'warps_32': 4,
     'warps_64': 4,
-    'warps_96': 8,
-    'warps_128': 16,
-    'warps_160': 16,
-    'warps_192': 32,
+    'warps_96': 4,
+    'warps_128': 8,
+    'warps_160': 32,
+    'warps_192': 16,
 }
 # qrsearch: end params
 

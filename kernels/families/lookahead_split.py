@@ -18,6 +18,17 @@ each).  The serial panel work overlaps the parallel update (look-ahead of
 depth one).  Panels use LAPACK slarfg conventions with one fused reduction
 per column and norms that neither under- nor overflow.
 
+With PARAMS["coop_panel"] = "cholqr2" a split panel takes two barriers
+instead of one per column: Cholesky QR twice (G = XᵀX summed over the
+programs, R = chol(G), Q = X·R⁻¹, twice), then Householder vectors
+reconstructed from Q (Ballard et al. 2014: Q_top - D = L·U with signs D
+chosen per step; V = [L; Q_rest·U⁻¹], R_H = D·R, tau_j = -U_jj·d_j,
+T = -U·D·L⁻ᵀ).  Every program computes the NB×NB factors itself from the same
+sums, so all take the same branch: a panel with a zero, non-finite or nearly
+dependent column (a tiny Cholesky pivot, or Q1ᵀQ1 far from I) falls back to
+the column-by-column factorisation.  On an H200 it passed qrv2-tests but was
+not faster (kernels/BENCHMARKS.md), so the default stays "householder".
+
 Meant for n of 352 and above, best where batches are small (60×1024, 8×2048,
 2×4096); correct for every n.  On CPU the Triton kernels run under
 TRITON_INTERPRET=1 (one program per panel there: the interpreter runs
@@ -38,7 +49,7 @@ PARAMS = {
     'rb': 64,
     'rb_panel': 64,
     'stages': 3,
-    'stages_coop': 2,
+    'stages_coop': 3,
     'join_reduce': True,
     'panel_programs': 32,
     'split_rows': 1024,
@@ -51,9 +62,10 @@ PARAMS = {
     'warps_bm_le1024': 4,
     'warps_bm_gt1024': 16,
     'prec_w': 'tf32x3',
-    'prec_t': 'ieee',
+    'prec_t': 'tf32x3',
     'prec_u': 'tf32x3',
     'prec_g': 'ieee',
+    'coop_panel': 'householder',
 }
 # qrsearch: end params
 
@@ -198,20 +210,208 @@ def _sync(flags, me, epoch, alive, P: tl.constexpr, WAIT, MAXSPIN: tl.constexpr)
 
 
 @triton.jit
+def _upper_inv(U, NB: tl.constexpr):
+    """U⁻¹ of an upper-triangular NB×NB tile, a column per step."""
+    i = tl.arange(0, NB)
+    Ui = tl.zeros([NB, NB], dtype=tl.float32)
+    for j in range(0, NB):
+        ucol = tl.sum(tl.where(i[None, :] == j, U, 0.0), axis=1)
+        ujj = tl.sum(tl.where(i == j, ucol, 0.0), axis=0)
+        c = tl.where(i == j, 1.0, 0.0) - tl.sum(Ui * tl.where(i < j, ucol, 0.0)[None, :], axis=1)
+        Ui = tl.where(i[None, :] == j, (c / ujj)[:, None], Ui)
+    return Ui
+
+
+@triton.jit
+def _chol_inv(G, NB: tl.constexpr):
+    """R (upper, G = RᵀR) and R⁻¹, a row of R and a column of R⁻¹ per step.  ok is 1 only if
+    every pivot is finite and above 1e-6 of its column's squared norm: a zero, non-finite or
+    nearly dependent column sends the panel to Householder columns instead."""
+    i = tl.arange(0, NB)
+    R = tl.zeros([NB, NB], dtype=tl.float32)
+    Ri = tl.zeros([NB, NB], dtype=tl.float32)
+    diag = tl.sum(tl.where(i[:, None] == i[None, :], G, 0.0), axis=1)
+    bad = tl.zeros([NB], dtype=tl.int32)
+    S = G
+    for j in range(0, NB):
+        row = tl.sum(tl.where(i[:, None] == j, S, 0.0), axis=0)
+        piv = tl.sum(tl.where(i == j, row, 0.0), axis=0)
+        dj = tl.sum(tl.where(i == j, diag, 0.0), axis=0)
+        good = (piv > 1e-6 * dj) & (piv < float("inf"))
+        bad = tl.where(i == j, tl.where(good, 0, 1), bad)
+        r = tl.sqrt(tl.where(good, piv, 1.0))
+        rrow = tl.where(i >= j, row / r, 0.0)
+        R = tl.where(i[:, None] == j, rrow[None, :], R)
+        S = S - rrow[:, None] * rrow[None, :]
+        rcol = tl.where(i < j, tl.sum(tl.where(i[None, :] == j, R, 0.0), axis=1), 0.0)
+        c = tl.where(i == j, 1.0, 0.0) - tl.sum(Ri * rcol[None, :], axis=1)
+        Ri = tl.where(i[None, :] == j, (c / r)[:, None], Ri)
+    return R, Ri, 1 - tl.max(bad, axis=0)
+
+
+@triton.jit
+def _lu_signs(M, NB: tl.constexpr):
+    """M - D = L·U without pivoting, D = diag(±1) chosen per step as minus the pivot's sign, so
+    that |U_jj| = 1 + |pivot| (Householder reconstruction, Ballard et al. 2014).  Returns L
+    below the diagonal and U on and above it in one tile, and D's diagonal."""
+    i = tl.arange(0, NB)
+    d = tl.zeros([NB], dtype=tl.float32)
+    for j in range(0, NB):
+        row = tl.sum(tl.where(i[:, None] == j, M, 0.0), axis=0)
+        col = tl.sum(tl.where(i[None, :] == j, M, 0.0), axis=1)
+        piv = tl.sum(tl.where(i == j, row, 0.0), axis=0)
+        s = tl.where(piv < 0.0, 1.0, -1.0)
+        piv = piv - s
+        lcol = tl.where(i > j, col / piv, 0.0)
+        M = M - lcol[:, None] * tl.where(i > j, row, 0.0)[None, :]
+        M = tl.where(i[None, :] == j, tl.where(i > j, lcol, tl.where(i == j, piv, col))[:, None], M)
+        d = tl.where(i == j, s, d)
+    return M, d
+
+
+@triton.jit
+def _cholqr2(X, grow, rmask, cols, k, flags, partw, me, alive, e0, P: tl.constexpr, NB: tl.constexpr,
+             MAXSPIN: tl.constexpr):
+    """The panel (rows k.. of X's NB columns, split over the P programs) by Cholesky QR twice,
+    then Householder vectors reconstructed from its Q: two barriers instead of one per column.
+
+    G1 = XᵀX (summed over the programs), R1 = chol(G1), Q1 = X·R1⁻¹; G2 = Q1ᵀQ1 with Q1's rows
+    k..k+NB published at the same barrier, R2 = chol(G2), Q = Q1·R2⁻¹, R = R2·R1.  Then
+    Q_top - D = L·U (signs D chosen per step) gives V = [L; Q_rest·U⁻¹], R_H = D·R, tau = -U_jj·d_j
+    and T = -U·D·L⁻ᵀ, so that Q_H = I - V·T·Vᵀ has Q·D as its first NB columns.  Every program
+    computes the NB×NB factors itself from the same sums in the same order, so all agree on ok:
+    0 when a Cholesky pivot is tiny or not finite, or Q1 is far from orthonormal
+    (‖Q1ᵀQ1 - I‖_F ≥ 0.5): the caller then factors the panel column by column.  partw has three
+    slots of P NB×NB tiles: 0 (W, then G2), 1 (G1) and 2 (Q1's top rows), so no slot is written
+    while another program may still read it.  Epochs e0+2 and e0+3."""
+    sl = NB * NB
+    tile = cols[:, None] * NB + cols[None, :]
+    eye = cols[:, None] == cols[None, :]
+    Xp = tl.where((rmask & (grow >= k))[:, None], X, 0.0)
+    tl.store(partw + (P + me) * sl + tile, tl.dot(tl.trans(Xp), Xp, input_precision="ieee"))
+    alive = _sync(flags, me, e0 + 2, alive, P, True, MAXSPIN)
+    G = tl.zeros([NB, NB], dtype=tl.float32)
+    for q in range(0, P):
+        G += tl.load(partw + (P + q) * sl + tile, volatile=True)
+    R1, R1i, ok1 = _chol_inv(G, NB)
+    Q = tl.dot(Xp, R1i, input_precision="ieee")
+    E = tl.where(grow[:, None] == (k + cols)[None, :], 1.0, 0.0)  # picks this program's rows k..k+NB
+    tl.store(partw + me * sl + tile, tl.dot(tl.trans(Q), Q, input_precision="ieee"))
+    tl.store(partw + (2 * P + me) * sl + tile, tl.dot(tl.trans(E), Q, input_precision="ieee"))
+    alive = _sync(flags, me, e0 + 3, alive, P, True, MAXSPIN)
+    G = tl.zeros([NB, NB], dtype=tl.float32)
+    Qt = tl.zeros([NB, NB], dtype=tl.float32)
+    for q in range(0, P):
+        G += tl.load(partw + q * sl + tile, volatile=True)
+        Qt += tl.load(partw + (2 * P + q) * sl + tile, volatile=True)
+    off = G - tl.where(eye, 1.0, 0.0)
+    dev = tl.sum(tl.sum(off * off, axis=1), axis=0)
+    R2, R2i, ok2 = _chol_inv(G, NB)
+    ok = ok1 * ok2 * (dev < 0.25).to(tl.int32)
+    Q = tl.dot(Q, R2i, input_precision="ieee")
+    Qt = tl.dot(Qt, R2i, input_precision="ieee")
+    R = tl.dot(R2, R1, input_precision="ieee")
+    M, d = _lu_signs(Qt, NB)
+    U = tl.where(cols[:, None] <= cols[None, :], M, 0.0)
+    V = tl.dot(Q, _upper_inv(U, NB), input_precision="ieee")
+    top = tl.where(cols[:, None] > cols[None, :], M, d[:, None] * R)  # L below, D·R on and above
+    Xn = tl.where((grow >= k + NB)[:, None], V,
+                  tl.where((grow >= k)[:, None], tl.dot(E, top, input_precision="ieee"), X))
+    taus = -tl.sum(tl.where(eye, M, 0.0), axis=1) * d
+    Lt = tl.where(cols[:, None] < cols[None, :], tl.trans(M), tl.where(eye, 1.0, 0.0))
+    T = -tl.dot(U * d[None, :], _upper_inv(Lt, NB), input_precision="ieee")
+    return ok, Xn, taus, T, alive
+
+
+@triton.jit
+def _coop_columns(X, grow, cols, pr, k, flags, part, me, alive, e, P: tl.constexpr, NB: tl.constexpr,
+                  PW: tl.constexpr, MAXSPIN: tl.constexpr):
+    """The panel's NB columns one after another, one barrier each (epochs e .. e+NB-1): each
+    program publishes s = x_tailᵀX, the pivot row p, and (max|x|, Σ(x/max)²) of its rows; after
+    the barrier all programs sum them (the norm is combined from scaled partial sums, so it
+    neither under- nor overflows) and update their own rows."""
+    taus = tl.zeros([NB], dtype=tl.float32)
+    for c in range(0, NB):
+        dr = k + c
+        x = tl.sum(tl.where(cols[None, :] == c, X, 0.0), axis=1)
+        xt = tl.where(grow > dr, x, 0.0)
+        s_t = tl.sum(xt[:, None] * X, axis=0)
+        p_t = tl.sum(tl.where(grow[:, None] == dr, X, 0.0), axis=0)
+        am = tl.max(tl.abs(xt), axis=0)
+        sc = tl.where(am > 0.0, 1.0 / tl.where(am > 0.0, am, 1.0), 0.0)
+        q_t = tl.sum((xt * sc) * (xt * sc), axis=0)
+        slot = part + ((c % 2) * P + me) * PW
+        tl.store(slot + cols, s_t)
+        tl.store(slot + NB + cols, p_t)
+        tl.store(slot + 2 * NB, am)
+        tl.store(slot + 2 * NB + 1, q_t)
+        alive = _sync(flags, me, e + c, alive, P, True, MAXSPIN)
+        base = part + (c % 2) * P * PW
+        s = tl.sum(tl.load(base + pr[:, None] * PW + cols[None, :], volatile=True), axis=0)
+        p = tl.sum(tl.load(base + pr[:, None] * PW + NB + cols[None, :], volatile=True), axis=0)
+        AM = tl.load(base + pr * PW + 2 * NB, volatile=True)
+        Q = tl.load(base + pr * PW + 2 * NB + 1, volatile=True)
+        scale = tl.max(AM, axis=0)
+        ratio = AM / tl.where(scale > 0.0, scale, 1.0)
+        qq = tl.sum(Q * ratio * ratio, axis=0)  # tail² / scale²
+        alpha = tl.sum(tl.where(cols == c, p, 0.0), axis=0)
+        has = scale > 0.0
+        big = tl.maximum(tl.abs(alpha), scale)
+        bs = tl.where(big > 0.0, big, 1.0)
+        nrm = big * tl.sqrt((alpha / bs) * (alpha / bs) + qq * (scale / bs) * (scale / bs))
+        beta = tl.where(alpha >= 0.0, -nrm, nrm)
+        tau = tl.where(has, (beta - alpha) / tl.where(has, beta, 1.0), 0.0)
+        inv = tl.where(has, 1.0 / tl.where(has, alpha - beta, 1.0), 0.0)
+        w = p + s * inv
+        wu = tl.where(cols > c, w, 0.0) * tau
+        v = tl.where(grow > dr, x * inv, 0.0) + tl.where(grow == dr, 1.0, 0.0)
+        X = X - v[:, None] * wu[None, :]
+        newcol = tl.where(grow == dr, tl.where(has, beta, alpha), tl.where(grow > dr, tl.where(has, x * inv, x), x))
+        X = tl.where(cols[None, :] == c, newcol[:, None], X)
+        taus = tl.where(cols == c, tau, taus)
+    return X, taus, alive
+
+
+@triton.jit
+def _gram_t(X, grow, rmask, cols, k, N, taus, flags, partw, me, alive, e, P: tl.constexpr, NB: tl.constexpr,
+            PREC_G: tl.constexpr, MAXSPIN: tl.constexpr):
+    """T (valid in program 0) from G = VᵀV summed over the programs (slot 0 of partw, epoch e)
+    and the taus: LAPACK slarft's recurrence T[:c, c] = -tau_c T[:c, :c] G[:c, c]."""
+    Vl = tl.where(grow[:, None] > (k + cols)[None, :], X, 0.0)
+    Vl = tl.where((grow[:, None] == (k + cols)[None, :]) & rmask[:, None], 1.0, Vl)
+    Gp = tl.dot(tl.trans(Vl), Vl, input_precision=PREC_G)
+    tl.store(partw + me * NB * NB + cols[:, None] * NB + cols[None, :], Gp)
+    alive = _sync(flags, me, e, alive, P, me == 0, MAXSPIN)
+    T = tl.zeros([NB, NB], dtype=tl.float32)
+    if me == 0:
+        G = tl.zeros([NB, NB], dtype=tl.float32)
+        for q in range(0, P):
+            G += tl.load(partw + q * NB * NB + cols[:, None] * NB + cols[None, :], volatile=True)
+        tv = tl.where((k + cols) < N, taus, 0.0)
+        for c in range(0, NB):
+            g = tl.sum(tl.where(cols[None, :] == c, G, 0.0), axis=1)
+            g = tl.where(cols < c, g, 0.0)
+            tc = tl.sum(tl.where(cols == c, tv, 0.0), axis=0)
+            tcol = -tc * tl.sum(T * g[None, :], axis=1)
+            tcol = tl.where(cols == c, tc, tcol)
+            T = tl.where(cols[None, :] == c, tcol[:, None], T)
+    return T, alive
+
+
+@triton.jit
 def _coop_panel(src, h, tau_ptr, tw_old, tw_new, flags, part, partw, me, k, N, ssr, ssc, shr, shc, e0,
                 NB: tl.constexpr, P: tl.constexpr, R: tl.constexpr, PW: tl.constexpr, FIRST: tl.constexpr,
-                PREC_W: tl.constexpr, PREC_T: tl.constexpr, PREC_U: tl.constexpr, PREC_G: tl.constexpr,
-                MAXSPIN: tl.constexpr):
+                CHOLQR: tl.constexpr, PREC_W: tl.constexpr, PREC_T: tl.constexpr, PREC_U: tl.constexpr,
+                PREC_G: tl.constexpr, MAXSPIN: tl.constexpr):
     """Panel at column k split by rows over P cooperating programs (me = 0..P-1).
 
     Program ``me`` holds rows base + me*R .. +R (base = k - NB, or 0 at the
     first panel) of the panel's NB columns in registers.  It applies the
     previous panel's reflector (one barrier to sum W = VᵀC), then factors the
-    NB columns with one barrier per column: each program publishes s = x_tailᵀX,
-    the pivot row p, and (max|x|, Σ(x/max)²) of its rows; after the barrier all
-    programs sum them (the norm is combined from scaled partial sums, so it
-    neither under- nor overflows) and update their own rows.  Finally G = VᵀV
-    is summed by program 0, which writes T.  Epochs e0+1 .. e0+NB+2.
+    NB columns: with CHOLQR by Cholesky QR twice and Householder reconstruction
+    (two barriers), falling back to the column-by-column factorisation (one
+    barrier per column, then G = VᵀV summed for T) when that panel is too close
+    to rank-deficient for it.  Epochs e0+1 .. e0+NB+4.
     """
     cols = tl.arange(0, NB)
     pr = tl.arange(0, P)
@@ -238,67 +438,23 @@ def _coop_panel(src, h, tau_ptr, tw_old, tw_new, flags, part, partw, me, k, N, s
         T = tl.load(tw_old + cols[:, None] * NB + cols[None, :])
         W2 = tl.dot(tl.trans(T), W, input_precision=PREC_T)
         X = X - tl.dot(V, W2, input_precision=PREC_U)
-    taus = tl.zeros([NB], dtype=tl.float32)
-    for c in range(0, NB):
-        dr = k + c
-        x = tl.sum(tl.where(cols[None, :] == c, X, 0.0), axis=1)
-        xt = tl.where(grow > dr, x, 0.0)
-        s_t = tl.sum(xt[:, None] * X, axis=0)
-        p_t = tl.sum(tl.where(grow[:, None] == dr, X, 0.0), axis=0)
-        am = tl.max(tl.abs(xt), axis=0)
-        sc = tl.where(am > 0.0, 1.0 / tl.where(am > 0.0, am, 1.0), 0.0)
-        q_t = tl.sum((xt * sc) * (xt * sc), axis=0)
-        slot = part + ((c % 2) * P + me) * PW
-        tl.store(slot + cols, s_t)
-        tl.store(slot + NB + cols, p_t)
-        tl.store(slot + 2 * NB, am)
-        tl.store(slot + 2 * NB + 1, q_t)
-        alive = _sync(flags, me, e0 + 2 + c, alive, P, True, MAXSPIN)
-        base = part + (c % 2) * P * PW
-        s = tl.sum(tl.load(base + pr[:, None] * PW + cols[None, :], volatile=True), axis=0)
-        p = tl.sum(tl.load(base + pr[:, None] * PW + NB + cols[None, :], volatile=True), axis=0)
-        AM = tl.load(base + pr * PW + 2 * NB, volatile=True)
-        Q = tl.load(base + pr * PW + 2 * NB + 1, volatile=True)
-        scale = tl.max(AM, axis=0)
-        ratio = AM / tl.where(scale > 0.0, scale, 1.0)
-        qq = tl.sum(Q * ratio * ratio, axis=0)  # tail² / scale²
-        alpha = tl.sum(tl.where(cols == c, p, 0.0), axis=0)
-        has = scale > 0.0
-        big = tl.maximum(tl.abs(alpha), scale)
-        bs = tl.where(big > 0.0, big, 1.0)
-        nrm = big * tl.sqrt((alpha / bs) * (alpha / bs) + qq * (scale / bs) * (scale / bs))
-        beta = tl.where(alpha >= 0.0, -nrm, nrm)
-        tau = tl.where(has, (beta - alpha) / tl.where(has, beta, 1.0), 0.0)
-        inv = tl.where(has, 1.0 / tl.where(has, alpha - beta, 1.0), 0.0)
-        w = p + s * inv
-        wu = tl.where(cols > c, w, 0.0) * tau
-        v = tl.where(grow > dr, x * inv, 0.0) + tl.where(grow == dr, 1.0, 0.0)
-        X = X - v[:, None] * wu[None, :]
-        newcol = tl.where(grow == dr, tl.where(has, beta, alpha), tl.where(grow > dr, tl.where(has, x * inv, x), x))
-        X = tl.where(cols[None, :] == c, newcol[:, None], X)
-        taus = tl.where(cols == c, tau, taus)
+    if CHOLQR:
+        ok, Xc, tc, Tc, alive = _cholqr2(X, grow, rmask, cols, k, flags, partw, me, alive, e0, P, NB, MAXSPIN)
+        if ok == 0:
+            X, taus, alive = _coop_columns(X, grow, cols, pr, k, flags, part, me, alive, e0 + 4, P, NB, PW, MAXSPIN)
+            T, alive = _gram_t(X, grow, rmask, cols, k, N, taus, flags, partw, me, alive, e0 + NB + 4, P, NB,
+                               PREC_G, MAXSPIN)
+        else:
+            X = Xc
+            taus = tc
+            T = Tc
+    else:
+        X, taus, alive = _coop_columns(X, grow, cols, pr, k, flags, part, me, alive, e0 + 4, P, NB, PW, MAXSPIN)
+        T, alive = _gram_t(X, grow, rmask, cols, k, N, taus, flags, partw, me, alive, e0 + NB + 4, P, NB,
+                           PREC_G, MAXSPIN)
     tl.store(h + grow[:, None] * shr + (k + cols)[None, :] * shc, X, mask=m2)
     if me == 0:
         tl.store(tau_ptr + k + cols, taus, mask=(k + cols) < N)
-    # G = VᵀV summed over the programs; program 0 builds T
-    Vl = tl.where(grow[:, None] > (k + cols)[None, :], X, 0.0)
-    Vl = tl.where((grow[:, None] == (k + cols)[None, :]) & rmask[:, None], 1.0, Vl)
-    Gp = tl.dot(tl.trans(Vl), Vl, input_precision=PREC_G)
-    tl.store(partw + me * NB * NB + cols[:, None] * NB + cols[None, :], Gp)
-    alive = _sync(flags, me, e0 + NB + 2, alive, P, me == 0, MAXSPIN)
-    if me == 0:
-        G = tl.zeros([NB, NB], dtype=tl.float32)
-        for q in range(0, P):
-            G += tl.load(partw + q * NB * NB + cols[:, None] * NB + cols[None, :], volatile=True)
-        tv = tl.where((k + cols) < N, taus, 0.0)
-        T = tl.zeros([NB, NB], dtype=tl.float32)
-        for c in range(0, NB):
-            g = tl.sum(tl.where(cols[None, :] == c, G, 0.0), axis=1)
-            g = tl.where(cols < c, g, 0.0)
-            tc = tl.sum(tl.where(cols == c, tv, 0.0), axis=0)
-            tcol = -tc * tl.sum(T * g[None, :], axis=1)
-            tcol = tl.where(cols == c, tc, tcol)
-            T = tl.where(cols[None, :] == c, tcol[:, None], T)
         tl.store(tw_new + cols[:, None] * NB + cols[None, :], T)
 
 
@@ -307,17 +463,18 @@ def _step(a, h, tp, tw_new, tw_old, t, k, N, sar, sac, shr, shc, flags, part, pa
           BM: tl.constexpr, NB: tl.constexpr, SB: tl.constexpr, RB: tl.constexpr, RBP: tl.constexpr,
           BN: tl.constexpr, FIRST: tl.constexpr, STAGES: tl.constexpr, JOIN: tl.constexpr,
           SPLIT: tl.constexpr, P: tl.constexpr, R: tl.constexpr, PW: tl.constexpr, MAXSPIN: tl.constexpr,
-          PREC_W: tl.constexpr, PREC_T: tl.constexpr, PREC_U: tl.constexpr, PREC_G: tl.constexpr):
+          CHOLQR: tl.constexpr, PREC_W: tl.constexpr, PREC_T: tl.constexpr, PREC_U: tl.constexpr,
+          PREC_G: tl.constexpr):
     # k and N arrive as arguments (never assigned here): the interpreter turns
     # assigned ints into tensors, which cannot bound a loop.
     if SPLIT:
         if t < P:
             if FIRST:
                 _coop_panel(a, h, tp, tw_old, tw_new, flags, part, partw, t, k, N, sar, sac, shr, shc, e0,
-                            NB, P, R, PW, FIRST, PREC_W, PREC_T, PREC_U, PREC_G, MAXSPIN)
+                            NB, P, R, PW, FIRST, CHOLQR, PREC_W, PREC_T, PREC_U, PREC_G, MAXSPIN)
             else:
                 _coop_panel(h, h, tp, tw_old, tw_new, flags, part, partw, t, k, N, shr, shc, shr, shc, e0,
-                            NB, P, R, PW, FIRST, PREC_W, PREC_T, PREC_U, PREC_G, MAXSPIN)
+                            NB, P, R, PW, FIRST, CHOLQR, PREC_W, PREC_T, PREC_U, PREC_G, MAXSPIN)
     else:
         if t == 0:
             if FIRST:
@@ -347,7 +504,7 @@ def _lookahead_kernel(A, H, TAU, TW, FLAGS, PART, PARTW, k_rt, n_rt, e0, sab, sa
                       SB: tl.constexpr, RB: tl.constexpr, RBP: tl.constexpr, BN: tl.constexpr,
                       FIRST: tl.constexpr, STAGES: tl.constexpr, JOIN: tl.constexpr, SPLIT: tl.constexpr,
                       P: tl.constexpr, R: tl.constexpr, PW: tl.constexpr, MAXSPIN: tl.constexpr,
-                      PREC_W: tl.constexpr, PREC_T: tl.constexpr, PREC_U: tl.constexpr, PREC_G: tl.constexpr):
+                      CHOLQR: tl.constexpr, PREC_W: tl.constexpr, PREC_T: tl.constexpr, PREC_U: tl.constexpr, PREC_G: tl.constexpr):
     """Step for the panel at column k.  Programs 0..P-1 of a matrix factor the
     panel (P = 1: one program; SPLIT: P programs splitting its rows) after
     applying the previous panel's reflector to it; programs P.. apply that
@@ -364,13 +521,13 @@ def _lookahead_kernel(A, H, TAU, TW, FLAGS, PART, PARTW, k_rt, n_rt, e0, sab, sa
     tw_old = TW + (pid * 2 + 1 - slot) * NB * NB
     flags = FLAGS + pid * P
     part = PART + pid * (2 * P * PW)
-    partw = PARTW + pid * (P * NB * NB)
+    partw = PARTW + pid * (3 * P * NB * NB)
     if K_CONST >= 0:
         _step(a, h, tp, tw_new, tw_old, t, K_CONST, N_CONST, sar, sac, shr, shc, flags, part, partw, e0,
-              BM, NB, SB, RB, RBP, BN, FIRST, STAGES, JOIN, SPLIT, P, R, PW, MAXSPIN, PREC_W, PREC_T, PREC_U, PREC_G)
+              BM, NB, SB, RB, RBP, BN, FIRST, STAGES, JOIN, SPLIT, P, R, PW, MAXSPIN, CHOLQR, PREC_W, PREC_T, PREC_U, PREC_G)
     else:
         _step(a, h, tp, tw_new, tw_old, t, k_rt, n_rt, sar, sac, shr, shc, flags, part, partw, e0,
-              BM, NB, SB, RB, RBP, BN, FIRST, STAGES, JOIN, SPLIT, P, R, PW, MAXSPIN, PREC_W, PREC_T, PREC_U, PREC_G)
+              BM, NB, SB, RB, RBP, BN, FIRST, STAGES, JOIN, SPLIT, P, R, PW, MAXSPIN, CHOLQR, PREC_W, PREC_T, PREC_U, PREC_G)
 
 
 def _use_triton(A: torch.Tensor) -> bool:
@@ -424,7 +581,7 @@ def custom_kernel(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     pw = triton.next_power_of_2(2 * nb + 2)
     flags = torch.zeros((batch, max(p, 1)), dtype=torch.int32, device=A.device)
     part = torch.empty((batch, 2, max(p, 1), pw), dtype=A.dtype, device=A.device)
-    partw = torch.empty((batch, max(p, 1), nb, nb), dtype=A.dtype, device=A.device)
+    partw = torch.empty((batch, 3, max(p, 1), nb, nb), dtype=A.dtype, device=A.device)
     strides = (A.stride(0), A.stride(1), A.stride(2), H.stride(0), H.stride(1), H.stride(2), tau.stride(0))
     for k in range(0, n, nb):
         split = k < split_from
@@ -441,10 +598,11 @@ def custom_kernel(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             rbp = PARAMS["rb_panel"]
         tiles = triton.cdiv(n - k - nb, bn) if n - k > nb else 0
         _lookahead_kernel[(batch, npan + tiles)](
-            A, H, tau, tw, flags, part, partw, k, n, (k // nb) * (nb + 3), *strides,
+            A, H, tau, tw, flags, part, partw, k, n, (k // nb) * (nb + 5), *strides,
             K_CONST=k if interp else -1, N_CONST=n if interp else -1,
             BM=bm, NB=nb, SB=sb, RB=rb, RBP=rbp, BN=bn, FIRST=(k == 0), STAGES=stages,
             JOIN=PARAMS["join_reduce"], SPLIT=split, P=npan, R=r, PW=pw, MAXSPIN=1 << 20,
+            CHOLQR=split and PARAMS["coop_panel"] == "cholqr2",
             PREC_W=PARAMS["prec_w"], PREC_T=PARAMS["prec_t"], PREC_U=PARAMS["prec_u"],
             PREC_G=PARAMS["prec_g"], num_warps=PARAMS["warps_split"] if split else (small_warps or _warps(bm)),
         )

@@ -117,7 +117,7 @@ class LookaheadSplitSpace(ParamSpace):
     rb: Annotated[int, Choice(32, 64, 128)] = 64
     rb_panel: Annotated[int, Choice(32, 64, 128, 256)] = 64
     stages: Annotated[int, Choice(1, 2, 3)] = 3
-    stages_coop: Annotated[int, Choice(1, 2, 3)] = 2
+    stages_coop: Annotated[int, Choice(1, 2, 3)] = 3
     join_reduce: bool = True
     panel_programs: Annotated[int, Choice(1, 8, 16, 32, 64)] = 32
     split_rows: Annotated[int, Choice(512, 1024, 2048)] = 1024
@@ -130,9 +130,12 @@ class LookaheadSplitSpace(ParamSpace):
     warps_bm_le1024: Annotated[int, Choice(4, 8, 16)] = 4
     warps_bm_gt1024: Annotated[int, Choice(8, 16, 32)] = 16
     prec_w: Precision = "tf32x3"
-    prec_t: Precision = "ieee"
+    prec_t: Precision = "tf32x3"
     prec_u: Precision = "tf32x3"
     prec_g: Precision = "ieee"
+    # How a split panel is factored: a barrier per column, or Cholesky QR twice with Householder
+    # reconstruction (two barriers; a nearly dependent panel falls back to the columns).
+    coop_panel: Literal["householder", "cholqr2"] = "householder"
 
     @model_validator(mode="after")
     def _fits_one_sm(self) -> "LookaheadSplitSpace":
@@ -153,14 +156,14 @@ class CudaOnchipSpace(ParamSpace):
     max_n: Annotated[int, Choice(32, 64, 128, 192)] = 192
     warps_32: Annotated[int, Choice(1, 2, 4)] = 4
     warps_64: Annotated[int, Choice(2, 4, 8)] = 4
-    warps_96: Annotated[int, Choice(4, 8, 16)] = 8
-    warps_128: Annotated[int, Choice(8, 16, 32)] = 16
-    warps_160: Annotated[int, Choice(16, 32)] = 16
-    warps_192: Annotated[int, Choice(16, 32)] = 32
+    warps_96: Annotated[int, Choice(4, 8, 16)] = 4
+    warps_128: Annotated[int, Choice(8, 16, 32)] = 8
+    warps_160: Annotated[int, Choice(16, 32)] = 32
+    warps_192: Annotated[int, Choice(16, 32)] = 16
 
 
 class CudaBlockedSpace(ParamSpace):
-    """cuda_blocked: for n ≤ 512, ≤ 1024 and above, the panel width the CUDA kernel factors
+    """cuda_blocked: for n ≤ 384, ≤ 512, ≤ 1024 and above, the panel width the CUDA kernel factors
     (``nb_*``; 8 above 2048 rows) and the block width (``block_*``, a multiple of it: the
     trailing update's K; a block is split in halves down to panels, each half's reflector
     applied to the other by GEMMs); the warps of a 32-wide panel (16 warps of two columns or
@@ -172,8 +175,12 @@ class CudaBlockedSpace(ParamSpace):
     a time, in ``apply_warps_*`` warps)."""
 
     max_n: Annotated[int, Choice(512, 1024, 2048, 4096)] = 1024
-    nb_le512: Annotated[int, Choice(16, 32, 64)] = 64
-    block_le512: Annotated[int, Choice(16, 32, 64, 128, 256)] = 128
+    # n ≤ 384 and 384 < n ≤ 512 apart: at 640x512 panels of 32 in blocks of 64 were 12% faster
+    # than 64 in 128 in every process, at 40x352 1.8x slower (run m's A/B, kernels/BENCHMARKS.md).
+    nb_le384: Annotated[int, Choice(16, 32, 64)] = 64
+    block_le384: Annotated[int, Choice(16, 32, 64, 128, 256)] = 128
+    nb_le512: Annotated[int, Choice(16, 32, 64)] = 32
+    block_le512: Annotated[int, Choice(16, 32, 64, 128, 256)] = 64
     nb_le1024: Annotated[int, Choice(16, 32)] = 32
     block_le1024: Annotated[int, Choice(16, 32, 64, 128, 256)] = 64
     nb_le2048: Annotated[int, Choice(8, 16)] = 16
@@ -184,26 +191,28 @@ class CudaBlockedSpace(ParamSpace):
     update_lt512: Update = "fp32"
     update_le1024: Update = "bf16x3"
     update_gt1024: Update = "fp32"
-    apply_bn: Annotated[int, Choice(32, 64, 128)] = 64
+    apply_bn: Annotated[int, Choice(32, 64, 128)] = 32
     apply_bm: Annotated[int, Choice(32, 64, 128)] = 64
     # Warps of the update kernel for n ≤ 512, 512 < n ≤ 1024 and above: at 640x512 (bf16x3) 4 warps
-    # timed 7.05-7.10 ms against 8 warps' 8.0-8.1, while two 60x1024 cases went 17% slower (run k,
-    # kernels/BENCHMARKS.md); one knob for all n could not take both.
+    # timed 7.05-7.10 ms against 8 warps' 8.0-8.1, while two 60x1024 cases went 17% slower with
+    # 64-wide tiles and 2 stages (run k); with 32-wide tiles and 3 stages 4 warps are faster at
+    # 60x1024 too (run m, session 14's A/B: B/A 0.90-0.92; kernels/BENCHMARKS.md).
     apply_warps_le512: Annotated[int, Choice(4, 8)] = 4
-    apply_warps_le1024: Annotated[int, Choice(4, 8)] = 8
+    apply_warps_le1024: Annotated[int, Choice(4, 8)] = 4
     apply_warps_gt1024: Annotated[int, Choice(4, 8)] = 8
-    apply_stages: Annotated[int, Choice(1, 2, 3)] = 2
+    apply_stages: Annotated[int, Choice(1, 2, 3)] = 3
 
     @model_validator(mode="after")
     def _blocks_hold_whole_panels(self) -> "CudaBlockedSpace":
-        for nb, block, where in ((self.nb_le512, self.block_le512, "le512"),
+        for nb, block, where in ((self.nb_le384, self.block_le384, "le384"),
+                                 (self.nb_le512, self.block_le512, "le512"),
                                  (self.nb_le1024, self.block_le1024, "le1024")):
             if block < nb or block % nb:
                 raise ValueError(f"block_{where}={block} is not a multiple of nb_{where}={nb}")
         # The update kernel keeps Tᵀ (block × block) and, per pipeline stage, tiles of Vᵀ
         # (block × apply_bm) and C (apply_bm × apply_bn) in shared memory: blocks of 256
         # asked Triton for 256 KB on an H200 (r7), where a block may have 227 KB.
-        for update, block, where in ((self.update_lt512, self.block_le512, "lt512"),
+        for update, block, where in ((self.update_lt512, max(self.block_le384, self.block_le512), "lt512"),
                                      (self.update_le1024, max(self.block_le512, self.block_le1024), "le1024"),
                                      (self.update_gt1024, self.block_gt1024, "gt1024")):
             staged = self.apply_stages * self.apply_bm * (block + self.apply_bn) + block * block

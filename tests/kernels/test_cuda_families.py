@@ -149,10 +149,10 @@ class ReferencePanel:
         t[:, :w, :w] = tt
 
 
-@pytest.mark.parametrize("params", [{"nb_le512": 16, "block_le512": 16}, {"nb_le512": 32, "block_le512": 64},
-                                    {"nb_le512": 64, "block_le512": 128}, {"nb_le512": 16, "block_le512": 256, "update_le1024": "fp32"},
-                                    {"nb_le512": 32, "block_le512": 64, "update_lt512": "bf16x3"},
-                                    {"nb_le512": 16, "block_le512": 128, "update_lt512": "tf32x3", "apply_bn": 32,
+@pytest.mark.parametrize("params", [{"nb_le384": 16, "block_le384": 16}, {"nb_le384": 32, "block_le384": 64},
+                                    {"nb_le384": 64, "block_le384": 128}, {"nb_le384": 16, "block_le384": 256, "update_le1024": "fp32"},
+                                    {"nb_le384": 32, "block_le384": 64, "update_lt512": "bf16x3"},
+                                    {"nb_le384": 16, "block_le384": 128, "update_lt512": "tf32x3", "apply_bn": 32,
                                      "apply_bm": 32, "apply_stages": 1}])
 def test_blocked_host_side_factors_correctly_with_a_reference_panel(tmp_path, monkeypatch, params):
     module = _module("cuda_blocked", tmp_path, params)
@@ -166,6 +166,20 @@ def test_blocked_host_side_factors_correctly_with_a_reference_panel(tmp_path, mo
         result = verify_qr(a, (h, tau), None)
         assert result.ok, f"n={n} {profile} {params}: {result.message}"
     assert reference.calls > 0
+
+
+def test_blocked_size_classes_pick_their_own_widths(tmp_path, monkeypatch):
+    """n ≤ 384 and 384 < n ≤ 512 take their own panel and block widths (a 640x512 winner's
+    narrow panels made 40x352 1.8x slower when one knob held both), and both factor correctly."""
+    params = {"nb_le384": 64, "block_le384": 128, "nb_le512": 16, "block_le512": 32}
+    module = _module("cuda_blocked", tmp_path, params)
+    assert module._widths(352) == (64, 128) and module._widths(385) == (16, 32) and module._widths(512) == (16, 32)
+    reference = ReferencePanel(_dispatch(module))
+    monkeypatch.setattr(module, "_extension", lambda device: reference)
+    a = generate_input(2, 400, 1.0, 6, "clustered")
+    h, tau = a.clone(), torch.empty((2, 400))
+    module._factor(h, tau)
+    assert verify_qr(a, (h, tau), None).ok
 
 
 @pytest.mark.slow

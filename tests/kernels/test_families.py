@@ -228,6 +228,36 @@ def test_cooperative_panel_code_path(interpret, tmp_path):
             _check(kernel, case)
 
 
+def test_cholqr2_panels_take_two_barriers_and_fall_back_on_dependent_columns(interpret, tmp_path, monkeypatch):
+    """coop_panel=cholqr2 (n = 64, panels of 16, split below row 48: split panels at k = 0, 16,
+    32).  A well-conditioned matrix takes Cholesky QR on every split panel, so its barrier flags
+    end at the last split panel's epoch e0 + 3 = 45 (e0 = 2 · (16 + 5)); the other matrix of the
+    batch has a zero and a repeated column in that panel, which must fall back to one barrier
+    per column and the Gram matrix for T (flags at e0 + 16 + 4 = 62).  Both verify."""
+    fam = get_family("lookahead_split")
+    params = {**fam.default_params().as_params(), "nb": 16, "panel_programs": 32, "split_rows": 16,
+              "coop_panel": "cholqr2"}
+    kernel = load_candidate(materialize(render_params(fam.source(), params), tmp_path))
+    flags: list[torch.Tensor] = []
+    zeros = torch.zeros
+
+    def spy(*args, **kwargs):
+        t = zeros(*args, **kwargs)
+        if kwargs.get("dtype") == torch.int32:
+            flags.append(t)
+        return t
+
+    monkeypatch.setattr(torch, "zeros", spy)
+    a = generate_input(2, 64, 1.0, 11, "dense")
+    a[1, :, 35] = 0.0
+    a[1, :, 40] = a[1, :, 33]
+    given = a.clone()
+    result = verify_qr(a, kernel(given), given)
+    assert result.ok, result.summary()
+    assert len(flags) == 1
+    assert flags[0].max(dim=1).values.tolist() == [45, 62]
+
+
 def test_tail_norms_survive_tiny_and_huge_scales(interpret):
     """Matrices scaled so that squared entries leave FP32's normal range
     (1e-34, 1e34): the norms are rescaled.  (Scales beyond about 1e-20 or
