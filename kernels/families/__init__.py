@@ -181,9 +181,9 @@ _FAMILY_LIST = (
             "one kernel, so a call costs a few microseconds of host time where a Triton launch's Python path "
             "costs tens: it should win at small n (20x32, 40x176) where launch overhead and the serial chain "
             "of n reflectors dominate. Register tiles bound it to n <= 192 (32 rows per register slot, at most "
-            "6 slots); warps per size class are the knobs; above max_n the file calls torch.geqrf. Measured in "
-            "an H200 search: 20x32 in 0.049-0.058 ms (householder_unblocked 0.096-0.134), 40x176 in 0.30-0.35 "
-            "ms (blocked_wy 0.37-0.41)."
+            "6 slots); warps per size class are the knobs; above max_n the file calls torch.geqrf. Measured on "
+            "an H200 with GPU MODE's timed regions: 20x32 in 0.024 ms, 40x176 in 0.266 ms with 16 warps "
+            "(0.314 with 32)."
         ),
         n_range=(1, 192),
         language="cuda",
@@ -214,8 +214,10 @@ _FAMILY_LIST = (
             "32 or 16 up to 1024). It should win at moderate and large n with enough matrices to fill the GPU "
             "(640x512, 60x1024); above max_n the file calls torch.geqrf (panels up to 4096 rows, 8 columns "
             "wide, exist but ran 20 ms at 8x2048 and 92 ms at 2x4096 on an H200, far behind lookahead_split). "
-            "Measured on an H200: 640x512 in 8.1 ms with the bf16 update (9.1 ms with cuBLAS FP32), 60x1024 in "
-            "7.3-7.4 ms, 40x352 in 0.92 ms. Nsight Compute: the panel kernel at 512 rows runs one block per SM "
+            "Measured on an H200 (GPU MODE's timed regions, session 14 defaults: panels of 32 in blocks of 64 "
+            "at 384 < n <= 512, update tiles of 32 columns in 3 stages, 4 warps up to n = 1024): 640x512 in "
+            "6.1-6.2 ms (8.1 with the session 9 defaults, 9.1 with cuBLAS FP32 updates), 60x1024 in 5.2 ms in "
+            "some processes and 7.2-9.7 in others (unexplained), 40x352 in 0.87-1.8 ms. Nsight Compute: the panel kernel at 512 rows runs one block per SM "
             "(128 registers, 25% occupancy), issues an instruction every 3.2 cycles and stalls 55% at the "
             "per-column barrier; publishing reflectors with flags instead of the barrier was measured slower."
         ),
