@@ -219,3 +219,22 @@ def test_composite_table_takes_the_fastest_passing_file_per_case(tmp_path):
     assert f"**{8.0 / expected_12:.1f}x**" in text
     partial = composite_table.table({names[0]: (1.0, "fam_b")}, names, {})
     assert "(only 1 of 12 timed)" in partial
+
+
+def test_blocked_probe_variants_override_params_and_drop_graphs_captured_under_others():
+    import types
+
+    from blocked_probe import parse_variant, use
+
+    assert parse_variant("w8:warps_nb32=8,graph=True,update_le1024=fp32") == (
+        "w8", {"warps_nb32": 8, "graph": True, "update_le1024": "fp32"})
+    assert parse_variant("base") == ("base", {})
+    with pytest.raises(SystemExit, match="not KEY=VALUE"):
+        parse_variant("bad:warps_nb32")
+    module = types.SimpleNamespace(PARAMS={"a": 1, "b": 2}, _GRAPHS={(2, 64): "graph captured with a=1"})
+    base = dict(module.PARAMS)
+    use(module, base, {"a": 5})
+    # a graph replays what it captured, whatever PARAMS say: a variant must not time another's graph
+    assert module.PARAMS == {"a": 5, "b": 2} and module._GRAPHS == {}
+    use(module, base, {})
+    assert module.PARAMS == base

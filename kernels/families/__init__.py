@@ -214,12 +214,14 @@ _FAMILY_LIST = (
             "32 or 16 up to 1024). It should win at moderate and large n with enough matrices to fill the GPU "
             "(640x512, 60x1024); above max_n the file calls torch.geqrf (panels up to 4096 rows, 8 columns "
             "wide, exist but ran 20 ms at 8x2048 and 92 ms at 2x4096 on an H200, far behind lookahead_split). "
-            "Measured on an H200 (GPU MODE's timed regions, session 14 defaults: panels of 32 in blocks of 64 "
-            "at 384 < n <= 512, update tiles of 32 columns in 3 stages, 4 warps up to n = 1024): 640x512 in "
-            "6.1-6.2 ms (8.1 with the session 9 defaults, 9.1 with cuBLAS FP32 updates), 60x1024 in 5.2 ms in "
-            "some processes and 7.2-9.7 in others (unexplained), 40x352 in 0.87-1.8 ms. Nsight Compute: the panel kernel at 512 rows runs one block per SM "
-            "(128 registers, 25% occupancy), issues an instruction every 3.2 cycles and stalls 55% at the "
-            "per-column barrier; publishing reflectors with flags instead of the barrier was measured slower."
+            "Measured on an H200 (GPU MODE's timed regions, session 15 defaults: panels of 32 in blocks of 64 "
+            "at 384 < n <= 512 as 8 warps with two blocks an SM when matrices outnumber SMs, the first block "
+            "read from the input instead of a copy, update tiles of 64 columns, CUDA graphs for n <= 384 and "
+            "512 < n <= 1024): 640x512 in 4.9-5.0 ms (6.1-6.2 with session 14's, 8.1 with session 9's), "
+            "60x1024 in 4.7 ms (5.2-9.7 before: eager launches made it host-bound in some processes), 40x352 "
+            "in 0.78 ms, 40x176 in 0.28 ms. Where a 640x512 call's 4.7 ms of device time goes: the Triton "
+            "bf16x3 updates 2.07 ms, the panels 2.25 ms; publishing reflectors with flags instead of the "
+            "per-column barrier, and an update holding C's tile in shared memory (wmma), were measured slower."
         ),
         n_range=(256, 1024),
         language="cuda",

@@ -166,9 +166,10 @@ class CudaBlockedSpace(ParamSpace):
     """cuda_blocked: for n ≤ 384, ≤ 512, ≤ 1024 and above, the panel width the CUDA kernel factors
     (``nb_*``; 8 above 2048 rows) and the block width (``block_*``, a multiple of it: the
     trailing update's K; a block is split in halves down to panels, each half's reflector
-    applied to the other by GEMMs); the warps of a 32-wide panel (16 warps of two columns or
-    32 of one; panels of more than 512 rows always use 16); whether one shape's factorisation
-    is captured once as a CUDA graph and replayed (always, or above n = 1024 only);
+    applied to the other by GEMMs); the warps of a 32-wide panel (8 warps of four columns, 16 of
+    two or 32 of one; panels of more than 512 rows always use 16) and the blocks per SM its
+    registers are capped for; whether one shape's factorisation is captured once as a CUDA graph
+    and replayed (always, or per size class: n ≤ 384, 512 < n ≤ 1024, above);
     ``max_n`` above which the file calls torch.geqrf; and how the block updates run for n < 512,
     512 ≤ n ≤ 1024 and above (``update_*``: cuBLAS FP32, or a Triton kernel of split TF32 or bf16
     tensor-core products whose programs own ``apply_bn`` columns and walk ``apply_bm`` rows at
@@ -178,20 +179,35 @@ class CudaBlockedSpace(ParamSpace):
     # n ≤ 384 and 384 < n ≤ 512 apart: at 640x512 panels of 32 in blocks of 64 were 12% faster
     # than 64 in 128 in every process, at 40x352 1.8x slower (run m's A/B, kernels/BENCHMARKS.md).
     nb_le384: Annotated[int, Choice(16, 32, 64)] = 64
-    block_le384: Annotated[int, Choice(16, 32, 64, 128, 256)] = 128
+    # 64 with the n ≤ 384 graph: 40x352 0.855 -> 0.777 ms, 40x176 0.307 -> 0.281 (session 15, one process)
+    block_le384: Annotated[int, Choice(16, 32, 64, 128, 256)] = 64
     nb_le512: Annotated[int, Choice(16, 32, 64)] = 32
     block_le512: Annotated[int, Choice(16, 32, 64, 128, 256)] = 64
     nb_le1024: Annotated[int, Choice(16, 32)] = 32
     block_le1024: Annotated[int, Choice(16, 32, 64, 128, 256)] = 64
     nb_le2048: Annotated[int, Choice(8, 16)] = 16
     block_gt1024: Annotated[int, Choice(32, 64, 128, 256)] = 128
-    warps_nb32: Annotated[int, Choice(16, 32)] = 16
+    # The 32-wide panel kernel of at most 512 rows: its warps and the blocks per SM its registers
+    # are capped for when there are more matrices than SMs (a launch in waves: 8 warps, 2 blocks
+    # an SM took the 640x512 panels from 2.12 to 1.70 ms, session 15), and its warps with fewer.
+    warps_nb32: Annotated[int, Choice(8, 16, 32)] = 8
+    panel_min_blocks: Annotated[int, Choice(1, 2)] = 2
+    # the same for panels of at most 256 rows (8 warps: up to 4 blocks an SM without spilling)
+    panel_min_blocks_le256: Annotated[int, Choice(1, 2, 4)] = 2
+    warps_nb32_few: Annotated[int, Choice(8, 16, 32)] = 16
+    # graph: every n; graph_le384, graph_le1024, graph_gt1024: n ≤ 384, 512 < n ≤ 1024, above.
+    # n ≤ 384 with few matrices is host-bound (40x352 1.98 ms eager, 0.86 replayed, session 15);
+    # at 640x512 the replay's copy in and clone out would cost more than the launches.
     graph: bool = False
+    graph_le384: bool = True
+    # 60x1024 (175 launches a call) was host-bound in some processes (5.6-6.8 ms); replayed, 5.5-5.6.
+    graph_le1024: bool = True
     graph_gt1024: bool = True
     update_lt512: Update = "fp32"
     update_le1024: Update = "bf16x3"
     update_gt1024: Update = "fp32"
-    apply_bn: Annotated[int, Choice(32, 64, 128)] = 32
+    # 64 after session 15's panel and input changes: 640x512 -4%, 60x1024 -2% against 32, one process
+    apply_bn: Annotated[int, Choice(32, 64, 128)] = 64
     apply_bm: Annotated[int, Choice(32, 64, 128)] = 64
     # Warps of the update kernel for n ≤ 512, 512 < n ≤ 1024 and above: at 640x512 (bf16x3) 4 warps
     # timed 7.05-7.10 ms against 8 warps' 8.0-8.1, while two 60x1024 cases went 17% slower with
