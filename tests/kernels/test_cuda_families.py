@@ -69,18 +69,52 @@ def test_both_cuda_families_are_registered_as_cuda():
 def test_device_code_compiles_for_sm90(name, tmp_path):
     module = _module(name, tmp_path)
     kernel = {"cuda_onchip": "qr_onchip_kernel", "cuda_blocked": "panel_kernel"}[name]
-    # Taking each kernel's address instantiates it, whatever its parameters are.
     kernels = [f"{kernel}<{', '.join(map(str, args))}>" for args in sorted(_dispatch(module))]
+    report = _ptxas_report(module, kernels, tmp_path / f"{name}.cu")
+    assert len(report) == len(kernels)
+
+
+def _ptxas_report(module, kernels: list[str], source: Path) -> dict[tuple[int, ...], tuple[int, int]]:
+    """Compile the named instantiations of the module's device code for sm_90 (no GPU needed) and
+    return, per kernel's template arguments, (registers, bytes of spill loads) as ptxas reports them."""
+    # Taking each kernel's address instantiates it, whatever its parameters are.
     addresses = ", ".join(f"(const void*)&{k}" for k in kernels)
-    instances = f"const void* instantiated[] = {{{addresses}}};"
-    source = tmp_path / f"{name}.cu"
-    source.write_text("#include <cuda_runtime.h>\n#include <cstddef>\n" + module._DEVICE_SOURCE + "\n" + instances)
+    source.write_text("#include <cuda_runtime.h>\n#include <cstddef>\n" + module._DEVICE_SOURCE
+                      + f"\nconst void* instantiated[] = {{{addresses}}};")
     result = subprocess.run(["nvcc", "-c", "-std=c++17", "-O3", "-gencode=arch=compute_90,code=sm_90",
-                             "-Xptxas", "-v", str(source), "-o", str(tmp_path / f"{name}.o")],
+                             "-Xptxas", "-v", str(source), "-o", str(source.with_suffix(".o"))],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    compiled = re.findall(r"Compiling entry function '(\w+)'", result.stderr)
-    assert len(compiled) == len(kernels)
+    report: dict[tuple[int, ...], tuple[int, int]] = {}
+    for block in result.stderr.split("Compiling entry function")[1:]:
+        name = re.match(r" '(\w+)'", block)
+        spills = re.search(r"(\d+) bytes spill loads", block)
+        registers = re.search(r"Used (\d+) registers", block)
+        assert name and spills and registers, block[:500]
+        args = tuple(int(x) for x in re.findall(r"Li(\d+)E", name.group(1)))
+        report[args] = (int(registers.group(1)), int(spills.group(1)))
+    return report
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc on this machine: the device code is compiled "
+                    "on the GPU machine only")
+def test_blocked_default_panels_at_the_bench_shapes_do_not_spill(tmp_path):
+    """The panel kernels the defaults launch at the qrv2-bench shapes on an H200 (132 SMs) keep
+    their tile in registers: 200 bytes of spill loads a thread cost 60x1024's panels 28% (session
+    15), and a change of defaults or of the kernel that brings spills back should fail here."""
+    module = _module("cuda_blocked", tmp_path)
+    launched = set()
+    for batch, n in ((40, 176), (40, 352), (640, 512), (60, 1024)):
+        nb, _ = module._widths(n)
+        for k in range(0, n, nb):  # blocks are whole panels, so every panel starts at a multiple of nb
+            rpl = module._rows_per_lane(n - k)
+            launched.add((rpl, *module._shape(nb, rpl, batch, 132)))
+    assert launched <= _dispatch(module)
+    report = _ptxas_report(module, [f"panel_kernel<{', '.join(map(str, args))}>" for args in sorted(launched)],
+                           tmp_path / "defaults.cu")
+    assert set(report) == launched
+    for args, (registers, spill_loads) in report.items():
+        assert spill_loads <= 16, f"panel_kernel<{args}> spills {spill_loads} bytes of loads ({registers} registers)"
 
 
 def test_onchip_every_assignment_has_a_kernel(tmp_path):
