@@ -8,6 +8,8 @@ Facts this relies on (see docs/ray-optuna-triton-facts in the notes):
     nobody blamed), and the actor, restarted by Ray, is pinged before reuse;
   * a call that outlives its deadline cannot be cancelled; the actor is killed
     (and restarted) instead;
+  * a lost actor's queued requests (not started yet) move to the evaluators that are up:
+    its restart may never come (a node that left the cluster);
   * an actor runs up to ``lanes`` evaluations at once (its default concurrency group has
     ``lanes`` threads; prefetch and the compile questions keep their own group of one), so
     a killed or dead actor loses every evaluation in flight on it, each reported ``Lost``.
@@ -118,7 +120,8 @@ class _Slot:
     ping_sent: float = 0.0
     pid: int | None = None
     # Requests handed to this evaluator behind the one it runs (announced to it, so their
-    # kernels compile ahead); they start here, in order, and survive an actor restart.
+    # kernels compile ahead); they start here, in order, and survive an actor restart (or move to
+    # an evaluator that is up, see RayPool._rehome).
     queue: list[EvalRequest] = field(default_factory=list)
     # What the actor last said: it held ``room_load`` requests and ``room`` compile processes
     # would idle (its compile_room), so it may hold room_load + room; the question in flight,
@@ -266,6 +269,7 @@ class RayPool:
                     info = ray.get(slot.ping)
                 except RayError:
                     self._send_ping(slot)  # still restarting
+                    self._rehome(slot)
                     continue
                 slot.ping = None
                 slot.pid = info["pid"]
@@ -358,6 +362,12 @@ class RayPool:
         ref, slot.ready_ref = slot.ready_ref, None
         try:
             ready = set(ray.get(ref))
+        except RayActorError:
+            # Died while holding (no flight on it to report the death): restart, queue elsewhere.
+            slot.restarts += 1
+            self._send_ping(slot)
+            self._rehome(slot)
+            return
         except RayError:
             ready = set()
         if not slot.queue or slot.ping is not None or self._running(slot) >= max(1, self.lanes):
@@ -408,7 +418,25 @@ class RayPool:
             events.append(Lost(candidate_id=flight.request.candidate_id, reason=reason(flight)))
         slot.restarts += 1
         self._send_ping(slot)
+        self._rehome(slot)
         return events
+
+    def _rehome(self, slot: _Slot) -> None:
+        """Move a lost slot's queued requests to the evaluators that are up, least loaded first.
+
+        Its actor may never come back (its node left the cluster: Ray keeps the restart pending
+        until resources appear), and requests left in its queue would be in flight forever.  With
+        no evaluator up, they stay: the first one to restart starts them."""
+        alive = [s for s in self._ready() if s is not slot]
+        if not alive or not slot.queue:
+            return
+        moved, slot.queue = slot.queue, []
+        for request in moved:
+            target = min(alive, key=self._load)
+            target.queue.append(request)
+            target.actor.prefetch.remote(request.model_dump_json())
+        for target in alive:
+            self._next(target)
 
     def _finish(self, ref: Any) -> list[PoolEvent]:
         flight = self._flights[ref]
