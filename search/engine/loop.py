@@ -89,6 +89,11 @@ class SearchLoop:
         self.losses: collections.Counter = collections.Counter()
         self.stats = LoopStats()
         self.stop_requested: str | None = None
+        # What the run is when the loop ends: "finished" (a budget, exhaustion) or "stopped" (resumable,
+        # because the evaluators are gone: the driver's exit code says so).
+        self.end_state = "finished"
+        self._evaluator_seen_up = False
+        self._no_evaluator_since: float | None = None
         self.max_evals = max_evals
         self.deadline = time.monotonic() + max_minutes * 60 if max_minutes else None
         self.bench_cases = list(get_suite(config.evaluation.bench_suite))
@@ -160,7 +165,7 @@ class SearchLoop:
                     self.request_stop("no verified candidate to build on (every seed failed; see `qrsearch status`)")
                 else:
                     self.request_stop("nothing left to propose (every structure used its tuning budget)")
-        self.write_status("finished")
+        self.write_status(self.end_state)
 
     def request_stop(self, reason: str) -> None:
         if self.stop_requested is None:
@@ -429,7 +434,32 @@ class SearchLoop:
     def _evals_committed(self) -> int:
         return int(self.run.store.counter(C.GPU_EVALUATIONS))
 
+    def _check_evaluators(self) -> None:
+        """Stop (resumable) once no evaluator has been up for ``ray.no_evaluator_minutes``, after one
+        was: a run whose GPU node left the cluster would otherwise wait for its time budget, or for
+        ever without one.  Before the first evaluator is up nothing counts (a cluster's GPU nodes may
+        take minutes to join)."""
+        stats = self.pool.stats()
+        now = time.monotonic()
+        if stats.ready > 0:
+            if self._no_evaluator_since is not None:
+                self.log(f"evaluators back: {stats.ready} of {stats.evaluators} up")
+            self._evaluator_seen_up, self._no_evaluator_since = True, None
+            return
+        if not self._evaluator_seen_up:
+            return
+        limit = self.config.ray.no_evaluator_minutes
+        if self._no_evaluator_since is None:
+            self._no_evaluator_since = now
+            self.log(f"no evaluator is up ({stats.evaluators} restarting, or lost with their node); "
+                     f"the run stops in {limit:g} min unless one comes back")
+        elif now - self._no_evaluator_since >= limit * 60:
+            self.end_state = "stopped"
+            self.request_stop(f"no evaluator up for {limit:g} min (restarting, or lost with their node); "
+                              f"resume with `qrsearch resume {self.run.store.run_dir}` once the cluster has them again")
+
     def _check_budget(self) -> None:
+        self._check_evaluators()
         budget = self.config.budget
         if (reached := self.focus.reached()) is not None:
             self.request_stop(reached)

@@ -218,7 +218,9 @@ def execute(session: RunSession, address: str | None, console: Console, grace_s:
         _summary(loop, console, run_dir)
         if interpret:
             console.print(f"[yellow]{CPU_CAVEAT}[/]")
-        return 128 + signals["first"] if signals["first"] else 0
+        if signals["first"]:
+            return 128 + signals["first"]
+        return 1 if loop.end_state == "stopped" else 0  # stopped without a signal: the evaluators are gone
     except KeyboardInterrupt as exc:
         console.print(f"[yellow]{exc or 'interrupted'}[/]; the store is consistent, resume with "
                       f"`qrsearch resume {run_dir}`")

@@ -94,9 +94,12 @@ class FakePool:
     submitted: list[str] = field(default_factory=list)
     lanes: int = 1  # requests in flight per evaluator, as RayPool's lanes
     hold: bool = False  # what holding() answers: an evaluator waits for a compiled request
+    up: bool = True  # False: every evaluator is dead or restarting (RayPool: no slot ready)
     _flight: list[EvalRequest] = field(default_factory=list)
 
     def free_slots(self) -> int:
+        if not self.up:
+            return 0
         return self.size * self.lanes - len(self._flight)
 
     def submit(self, request: EvalRequest) -> None:
@@ -108,7 +111,9 @@ class FakePool:
     def poll(self, timeout: float) -> list:
         events = []
         for request in self._flight:
-            if self.lose.get(request.candidate_id, 0) > 0:
+            if not self.up:
+                events.append(Lost(candidate_id=request.candidate_id, reason="gpu0 died with its node"))
+            elif self.lose.get(request.candidate_id, 0) > 0:
                 self.lose[request.candidate_id] -= 1
                 events.append(Lost(candidate_id=request.candidate_id, reason="gpu0 died during the evaluation"))
             else:
@@ -123,7 +128,7 @@ class FakePool:
         return self.hold
 
     def stats(self) -> PoolStats:
-        return PoolStats(evaluators=self.size, ready=self.size, busy_fraction={"fake0": 1.0})
+        return PoolStats(evaluators=self.size, ready=self.size if self.up else 0, busy_fraction={"fake0": 1.0})
 
     def shutdown(self) -> None:
         pass

@@ -143,6 +143,40 @@ def test_removed_node_requeues_work(tmp_path, monkeypatch):
     assert not any(c.state is State.CRASHED for c in cands)
 
 
+def test_a_run_whose_only_node_leaves_stops_resumable_with_exit_code_1(tmp_path, monkeypatch):
+    from ray.cluster_utils import Cluster
+
+    install(slow=True)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})  # the driver's node: no evaluator
+    worker = cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    config = toy_config(tmp_path, budget=BudgetConfig(max_evals=20, max_minutes=5),
+                        ray=RayConfig(cpu_evaluators=1, cpus_per_evaluator=1.0, no_evaluator_minutes=0.05))
+    session = _session(config, 20)
+    removed = []
+
+    def remove(loop):
+        if not removed and loop.stats.evaluations >= 1 and loop.pool.inflight():
+            time.sleep(1.0)
+            cluster.remove_node(worker)
+            removed.append(time.monotonic())
+
+    _after_each_step(monkeypatch, remove)
+    try:
+        assert execute(session, cluster.address, _console()) == 1
+        ended = time.monotonic()
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    assert removed and ended - removed[0] < 120  # 3 s without an evaluator, then the stop (not 5 min)
+    evals, cands, problems = counts(config.run_dir)
+    assert problems == [] and 1 <= evals < 20
+    assert any(c.state is State.PENDING for c in cands) and not any(c.state is State.CRASHED for c in cands)
+    from search.cli.run import run_status
+
+    assert run_status(config.run_dir)["state"] == "stopped"
+
+
 def test_sigkill_driver_then_resume_continues(tmp_path):
     run_dir = tmp_path / "killed"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
