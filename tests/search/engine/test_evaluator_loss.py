@@ -58,13 +58,13 @@ def test_nothing_counts_before_the_first_evaluator_is_up(tmp_path, families):  #
 
 def test_an_evaluator_back_in_time_resets_the_clock(tmp_path, families):  # noqa: F811
     pool = FakePool(size=1)
-    loop = make_loop(config(tmp_path, ray=RayConfig(no_evaluator_minutes=0.01)), families, pool=pool,
-                     max_evals=6)  # 0.6 s
+    loop = make_loop(config(tmp_path, ray=RayConfig(no_evaluator_minutes=0.05)), families, pool=pool,
+                     max_evals=6)  # 3 s: wide of a slow machine's step
     loop.start()
     loop.step(timeout=0)
-    for _ in range(3):  # down 0.4 s, up again: three times 1.2 s down in all, never 0.6 s at once
+    for _ in range(3):  # down 1.2 s, up again: 3.6 s down in all, never 3 s at once
         pool.up = False
-        steps_for(loop, 0.4)
+        steps_for(loop, 1.2)
         assert loop.stop_requested is None
         pool.up = True
         loop.step(timeout=0)
