@@ -277,6 +277,9 @@ class RayPool:
                 self._next(slot)  # the lanes start first: what they take needs no prefetch
                 for queued in slot.queue:
                     slot.actor.prefetch.remote(queued.model_dump_json())  # a restarted actor knows nothing
+                for other in self.slots:  # queues left on evaluators lost while none was up
+                    if other.ping is not None and other.queue:
+                        self._rehome(other)
 
     def submit(self, request: EvalRequest) -> None:
         ready = [s for s in self._ready() if self._load(s) < self._capacity(s)]
@@ -426,7 +429,8 @@ class RayPool:
 
         Its actor may never come back (its node left the cluster: Ray keeps the restart pending
         until resources appear), and requests left in its queue would be in flight forever.  With
-        no evaluator up, they stay: the first one to restart starts them."""
+        no evaluator up, they stay, and move to the first one that comes up (this one, restarted, or
+        another)."""
         alive = [s for s in self._ready() if s is not slot]
         if not alive or not slot.queue:
             return

@@ -15,7 +15,31 @@ from tests.search.evaluate.test_pool_admission import RoomActor, request
 ray = pytest.importorskip("ray")
 
 
-def two_slot_pool(tmp_path, slots: int):
+class _Restarting(RoomActor.__ray_metadata__.modified_class):  # type: ignore[name-defined]
+    restart_s = 0.0
+
+    def __init__(self) -> None:
+        if ray.get_runtime_context().was_current_actor_reconstructed:
+            time.sleep(self.restart_s)
+        super().__init__()
+
+
+@ray.remote(concurrency_groups={"ahead": 1}, max_restarts=-1)
+class SlowRestartActor(_Restarting):
+    """A RoomActor whose restart takes 3 s (a GPU actor's CUDA start, say)."""
+
+    restart_s = 3.0
+
+
+@ray.remote(concurrency_groups={"ahead": 1}, max_restarts=-1)
+class StuckRestartActor(_Restarting):
+    """A RoomActor whose restart never ends within a test: as one whose node left (Ray holds the
+    restart until resources appear; pings to it wait, they do not fail)."""
+
+    restart_s = 600.0
+
+
+def two_slot_pool(tmp_path, slots: int, actors=None):
     """A RayPool over ``slots`` RoomActors (busy for the whole test once they start a request),
     with one lane and one queued request each."""
     from search.evaluate.ray_pool import RayPool, _Slot
@@ -23,7 +47,8 @@ def two_slot_pool(tmp_path, slots: int):
     class RoomPool(RayPool):
         def __post_init__(self) -> None:
             for i in range(slots):
-                slot = _Slot(name=f"fake{i}", actor=RoomActor.remote(), gpu=True)  # type: ignore[attr-defined]
+                actor = (actors[i] if actors else RoomActor).remote()
+                slot = _Slot(name=f"fake{i}", actor=actor, gpu=True)  # type: ignore[attr-defined]
                 self._send_ping(slot)
                 self.slots.append(slot)
 
@@ -82,3 +107,27 @@ def test_with_no_evaluator_up_the_queue_waits_for_the_restart(local_ray, tmp_pat
         assert [r.candidate_id for r in only.queue] == [queued] and pool.inflight() == [queued]
     finally:
         ray.kill(only.actor, no_restart=True)
+
+
+def test_a_queue_left_while_none_was_up_moves_to_the_first_evaluator_back(local_ray, tmp_path):
+    pool = two_slot_pool(tmp_path, slots=2, actors=[SlowRestartActor, StuckRestartActor])
+    restarts, gone = pool.slots
+    try:
+        fill(pool, 4)
+        ray.kill(restarts.actor, no_restart=False)  # restarts, slowly
+        poll_until_lost(pool)
+        queued = [r.candidate_id for r in gone.queue]  # its own and the restarting one's
+        assert len(queued) == 2 and restarts.queue == []
+        ray.kill(gone.actor, no_restart=False)  # lost while the other is still restarting; never back
+        poll_until_lost(pool)
+        assert restarts not in pool._ready() and [r.candidate_id for r in gone.queue] == queued  # nowhere to go
+        deadline = time.monotonic() + 60
+        while restarts not in pool._ready() and time.monotonic() < deadline:
+            pool.poll(0.1)
+        assert restarts in pool._ready() and gone.queue == []
+        running = [f.request.candidate_id for f in pool._flights.values() if f.slot is restarts]
+        assert running == queued[:1] and [r.candidate_id for r in restarts.queue] == queued[1:]  # in order
+        assert queued[1] in ray.get(restarts.actor.announced.remote())  # announced where it will run
+    finally:
+        for slot in pool.slots:
+            ray.kill(slot.actor, no_restart=True)
