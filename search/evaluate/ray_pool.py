@@ -278,7 +278,7 @@ class RayPool:
                 for queued in slot.queue:
                     slot.actor.prefetch.remote(queued.model_dump_json())  # a restarted actor knows nothing
                 for other in self.slots:  # queues left on evaluators lost while none was up
-                    if other.ping is not None and other.queue:
+                    if other.ping is not None:
                         self._rehome(other)
 
     def submit(self, request: EvalRequest) -> None:
@@ -366,10 +366,7 @@ class RayPool:
         try:
             ready = set(ray.get(ref))
         except RayActorError:
-            # Died while holding (no flight on it to report the death): restart, queue elsewhere.
-            slot.restarts += 1
-            self._send_ping(slot)
-            self._rehome(slot)
+            self._restarted(slot)  # died while holding: no flight on it reports the death
             return
         except RayError:
             ready = set()
@@ -419,10 +416,14 @@ class RayPool:
         for ref in lost:
             flight = self._landed(ref)
             events.append(Lost(candidate_id=flight.request.candidate_id, reason=reason(flight)))
+        self._restarted(slot)
+        return events
+
+    def _restarted(self, slot: _Slot) -> None:
+        """The slot's actor died (Ray restarts it): ping it before reuse, its queue to one that is up."""
         slot.restarts += 1
         self._send_ping(slot)
         self._rehome(slot)
-        return events
 
     def _rehome(self, slot: _Slot) -> None:
         """Move a lost slot's queued requests to the evaluators that are up, least loaded first.

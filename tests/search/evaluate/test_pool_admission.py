@@ -55,17 +55,19 @@ def request(cid: str) -> EvalRequest:
                        device="cpu")
 
 
-def room_pool(tmp_path, lookahead: int, max_lookahead: int):
-    """A RayPool over one RoomActor instead of an evaluator."""
+def room_pool(tmp_path, lookahead: int, max_lookahead: int, actors: tuple = (RoomActor,), **options):
+    """A RayPool over RoomActors (one per class in ``actors``) instead of evaluators."""
     from search.evaluate.ray_pool import RayPool, _Slot
 
     class RoomPool(RayPool):
         def __post_init__(self) -> None:
-            slot = _Slot(name="fake", actor=RoomActor.remote(), gpu=True)  # type: ignore[attr-defined]
-            self._send_ping(slot)
-            self.slots.append(slot)
+            for i, actor in enumerate(actors):
+                slot = _Slot(name="fake" if len(actors) == 1 else f"fake{i}", actor=actor.remote(), gpu=True)
+                self._send_ping(slot)
+                self.slots.append(slot)
 
-    return RoomPool(workdir=tmp_path, gpus=1, lookahead=lookahead, max_lookahead=max_lookahead, room_every_s=0.05)
+    return RoomPool(workdir=tmp_path, gpus=len(actors), lookahead=lookahead, max_lookahead=max_lookahead,
+                    room_every_s=0.05, **options)
 
 
 def settled_free(pool, want: int, timeout: float = 30.0) -> int:

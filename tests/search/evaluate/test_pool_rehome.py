@@ -10,7 +10,7 @@ import time
 import pytest
 
 from search.evaluate.pool import Lost
-from tests.search.evaluate.test_pool_admission import RoomActor, request
+from tests.search.evaluate.test_pool_admission import RoomActor, request, room_pool
 
 ray = pytest.importorskip("ray")
 
@@ -39,20 +39,9 @@ class StuckRestartActor(_Restarting):
     restart_s = 600.0
 
 
-def two_slot_pool(tmp_path, slots: int, actors=None):
-    """A RayPool over ``slots`` RoomActors (busy for the whole test once they start a request),
-    with one lane and one queued request each."""
-    from search.evaluate.ray_pool import RayPool, _Slot
-
-    class RoomPool(RayPool):
-        def __post_init__(self) -> None:
-            for i in range(slots):
-                actor = (actors[i] if actors else RoomActor).remote()
-                slot = _Slot(name=f"fake{i}", actor=actor, gpu=True)  # type: ignore[attr-defined]
-                self._send_ping(slot)
-                self.slots.append(slot)
-
-    return RoomPool(workdir=tmp_path, gpus=slots, lookahead=1, max_lookahead=0, ready_first=False)
+def rehome_pool(tmp_path, actors: tuple):
+    """One lane and one queued request an evaluator; the head starts first (no compile questions)."""
+    return room_pool(tmp_path, lookahead=1, max_lookahead=0, actors=actors, ready_first=False)
 
 
 def fill(pool, want: int) -> list[str]:
@@ -75,7 +64,7 @@ def poll_until_lost(pool, timeout: float = 30.0) -> list:
 
 
 def test_a_dead_evaluators_queue_moves_to_the_live_one(local_ray, tmp_path):
-    pool = two_slot_pool(tmp_path, slots=2)
+    pool = rehome_pool(tmp_path, (RoomActor, RoomActor))
     dead, live = pool.slots
     try:
         fill(pool, 4)  # each: one running, one queued
@@ -97,7 +86,7 @@ def test_a_dead_evaluators_queue_moves_to_the_live_one(local_ray, tmp_path):
 
 
 def test_with_no_evaluator_up_the_queue_waits_for_the_restart(local_ray, tmp_path):
-    pool = two_slot_pool(tmp_path, slots=1)
+    pool = rehome_pool(tmp_path, (RoomActor,))
     (only,) = pool.slots
     try:
         fill(pool, 2)
@@ -110,7 +99,7 @@ def test_with_no_evaluator_up_the_queue_waits_for_the_restart(local_ray, tmp_pat
 
 
 def test_a_queue_left_while_none_was_up_moves_to_the_first_evaluator_back(local_ray, tmp_path):
-    pool = two_slot_pool(tmp_path, slots=2, actors=[SlowRestartActor, StuckRestartActor])
+    pool = rehome_pool(tmp_path, (SlowRestartActor, StuckRestartActor))
     restarts, gone = pool.slots
     try:
         fill(pool, 4)
