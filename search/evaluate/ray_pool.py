@@ -22,15 +22,18 @@ import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
 from search.evaluate.compile_ahead import CompileAhead, split_cpus
 from search.evaluate.gpu_sampler import GpuSampler
+from search.evaluate.messages import EvalOutcome, EvalRequest
 from search.evaluate.pool import Completed, Lost, PoolEvent, PoolStats, next_in_queue
-from search.evaluate.worker import EvalOutcome, EvalRequest, Worker
+
+if TYPE_CHECKING:
+    from search.evaluate.worker import Worker
 
 
 def _host_gpu_count() -> int:
@@ -45,6 +48,10 @@ def _host_gpu_count() -> int:
 
 def _make_worker(workdir: str, env_extra: dict[str, str], name: str, compile_ahead: bool, lanes: int = 1) -> Worker:
     """The evaluator's Worker: on a GPU, with compile-ahead on its slice of the host's CPUs."""
+    # Imported here, in the actor: the worker's harness imports torch, which neither the driver
+    # (it only drives actors) nor a simulated evaluator needs.
+    from search.evaluate.worker import Worker
+
     ahead = None
     timing_cpus = None
     if compile_ahead and env_extra.get("TRITON_INTERPRET") != "1" and "TRITON_CACHE_DIR" in env_extra:
