@@ -53,7 +53,9 @@ class EvaluationConfig(_Section):
 
     verify_suite: str = Field("qrv2-quick", description="suite every candidate must pass before it is timed")
     bench_suite: str = Field("qrv2-bench", description="suite whose geometric-mean time is the fitness")
-    device: Literal["auto", "cuda", "cpu"] = Field("auto", description="where candidates run")
+    device: Literal["auto", "cuda", "cpu", "simulated"] = Field(
+        "auto", description="where candidates run; 'simulated': a dry run on the GPUs Ray sees (declared ones "
+        "count: `ray start --num-gpus=N`), each a real evaluator actor whose GPU work is simulated (see `simulation:`)")
     timing: TimingPolicy = Field(TimingPolicy(), description="how each bench case is timed (the harness's "
                                  "defaults: `qrsearch bench` times the same way)")
     limits: RunLimits = Field(RunLimits(), description="how long a child may take; a hang is killed")
@@ -307,6 +309,23 @@ class RayConfig(_Section):
         "queued again for the resume")
 
 
+class SimulationConfig(_Section):
+    """Simulated GPUs (``evaluation.device: simulated``): only the GPU work is replaced; the driver, the Ray
+    actors, the store, Optuna and the proposer are the real ones (search/evaluate/simulated/)."""
+
+    model: str = Field("h200-run-m", description="the recorded run whose stage times, screen and failure counts and "
+                       "timing noise the simulated GPUs draw from (search/evaluate/simulated/<model>.json)")
+    time_scale: float = Field(1.0, gt=0, description="simulated seconds per real second: every recorded delay is "
+                              "divided by it (10: ten simulated minutes in one real minute; the driver's own work is "
+                              "not scaled, so a large scale tests the driver harder than a real cluster would)")
+    landscape_seed: int = Field(0, description="picks each family's optimum and knob weights in the synthetic "
+                                "landscape of per-case times")
+    compile_slots: int = Field(4, ge=1, description="candidates a simulated GPU compiles ahead at once (run m's host "
+                               "had 14 compile processes, up to 4 a candidate)")
+    failure_rate: Optional[float] = Field(None, ge=0, le=1, description="the chance that an evaluation fails its "
+                                          "verify stage; none: its family's recorded rate (run m: none of 250 failed)")
+
+
 class FocusConfig(_Section):
     """The objective of a focused run (``launch --focus``): some benchmark cases, a target, a regression limit."""
 
@@ -337,6 +356,7 @@ class RunConfig(_Section):
     maturation: MaturationSettings = MaturationSettings()
     ray: RayConfig = RayConfig()
     focus: FocusConfig = FocusConfig()
+    simulation: SimulationConfig = SimulationConfig()
 
     @field_validator("name")
     @classmethod

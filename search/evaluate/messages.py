@@ -27,7 +27,7 @@ class EvalRequest(BaseModel):
     verify_cases: list[Case]
     bench_suite: str
     bench_cases: list[Case]
-    device: Literal["auto", "cuda", "cpu"] = "auto"
+    device: Literal["auto", "cuda", "cpu", "simulated"] = "auto"
     # The run config's ``evaluation.timing`` and ``evaluation.limits``, handed to the harness as they are.
     timing: TimingPolicy = TimingPolicy()
     limits: RunLimits = RunLimits()
