@@ -56,7 +56,8 @@ def _with_overrides(config: RunConfig, **changes: Any) -> RunConfig:
 OPTION_OF = {"name": "--name", "runs_dir": "--runs-dir", "llm.base_url": "--llm-base-url",
              "llm.models": "--llm-model", "budget.max_evals": "--max-evals", "budget.max_minutes": "--max-minutes",
              "ray.gpus": "--gpus", "focus.cases": "--focus",
-             "focus.target_pct": "--target", "focus.max_regression_pct": "--max-regression"}
+             "focus.target_pct": "--target", "focus.max_regression_pct": "--max-regression",
+             "ray.fake_gpus": "--simulate"}
 
 
 def launch_command(
@@ -75,6 +76,10 @@ def launch_command(
     max_regression: Optional[float] = typer.Option(None, callback=non_negative,
                                                    help="with --focus: other cases may get at most PCT%% "
                                                    "slower than the family champion at the start (default 2)"),
+    simulate: Optional[int] = typer.Option(None, callback=positive, metavar="GPUS",
+                                           help="a dry run on GPUS simulated GPUs (declared to local Ray; with "
+                                           "--address, at most GPUS of those the cluster declares): the real driver, "
+                                           "the GPU work simulated (simulation: in the config)"),
 ) -> None:
     """Start a search.  With no options: local Ray, every GPU present (or the CPU with the smoke
     suites), all families, a few minutes of budget, LLM mutation only if configured."""
@@ -86,14 +91,15 @@ def launch_command(
                 raise ConfigError(f"--config: no such file: {config_path}")
             config = RunConfig.from_yaml(config_path)
         else:
-            config = default_config(cuda=_cuda_here() or address is not None)
+            config = default_config(cuda=simulate is not None or address is not None or _cuda_here())
             if name is None:
                 name = f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         models = [{"name": m} for m in llm_model] if llm_model else None
         config = _with_overrides(config, name=name, runs_dir=None if runs_dir is None else str(runs_dir), **{"llm.base_url": llm_base_url, "llm.models": models,
                                                        "budget.max_evals": max_evals,
                                                        "budget.max_minutes": max_minutes, "ray.gpus": gpus,
-                                                       **focus_overrides(focus, target, max_regression)})
+                                                       **focus_overrides(focus, target, max_regression),
+                                                       **simulate_overrides(simulate, address)})
     except ConfigError as exc:
         raise _fail(str(exc), 2)
     try:
@@ -108,6 +114,12 @@ def focus_overrides(focus: Optional[str], target: Optional[float], max_regressio
         raise ConfigError("--target and --max-regression need --focus CASE[,CASE...]")
     cases = [c.strip() for c in focus.split(",") if c.strip()] if focus is not None else None
     return {"focus.cases": cases, "focus.target_pct": target, "focus.max_regression_pct": max_regression}
+
+
+def simulate_overrides(gpus: Optional[int], address: Optional[str]) -> dict:
+    if gpus is None:
+        return {}
+    return {"evaluation.device": "simulated", "ray.gpus" if address else "ray.fake_gpus": gpus}
 
 
 def _cuda_here() -> bool:

@@ -41,6 +41,8 @@ from search.engine.tuning import KnownOutcome, Tuner
 CONFIG_FILE = "config.yaml"
 LOG_FILE = "driver.log"
 OPTUNA_FILE = "optuna.journal"
+SIMULATED_CAVEAT = ("simulated GPUs: every time above comes from a synthetic landscape and a recorded run's delays, "
+                    "not from a measurement")
 
 
 class DriverError(RuntimeError):
@@ -92,18 +94,43 @@ def _evaluators(config: RunConfig) -> tuple[int, bool]:
 
     seen = int(ray.cluster_resources().get("GPU", 0))
     gpus = seen if config.ray.gpus is None else min(config.ray.gpus, seen)
+    if config.evaluation.device == "simulated":
+        return gpus, False
     if config.evaluation.device == "cpu" and not config.ray.fake_gpus:
         gpus = 0
     return gpus, gpus == 0 or config.ray.fake_gpus > 0
 
 
 def _check_device(config: RunConfig, gpus: int, interpret: bool) -> None:
+    if config.evaluation.device == "simulated":
+        _check_simulation(config, gpus)
+        return
     on_cpu = gpus == 0 or interpret
     if on_cpu and (config.evaluation.bench_suite.startswith("qrv2") or config.evaluation.verify_suite.startswith("qrv2")):
         raise DriverError(
             f"no GPU is available, but this config times the GPU suites ({config.evaluation.verify_suite}, "
             f"{config.evaluation.bench_suite}); use runs/smoke.yaml or set evaluation.verify_suite/bench_suite "
             "to smoke/smoke-bench")
+
+
+def _check_simulation(config: RunConfig, gpus: int) -> None:
+    """A simulated run needs declared GPUs, and recorded times for its families and bench cases."""
+    from search.evaluate.simulated.recorded import load
+
+    if gpus == 0:
+        raise DriverError("evaluation.device is simulated, but Ray sees no GPU: declare some (`qrsearch launch "
+                          "--simulate N` locally, `ray start --num-gpus=N` on a cluster's nodes)")
+    try:
+        model = load(config.simulation.model)
+    except ValueError as exc:
+        raise DriverError(f"simulation.model: {exc}") from None
+    missing = [f.name for f in config.families if f.name not in model.families]
+    unknown = [c.name for c in get_suite(config.evaluation.bench_suite) if c.name not in model.reference_ms]
+    if missing or unknown:
+        raise DriverError(f"the simulation model {model.name} has no recorded times for "
+                          + "; ".join(part for part in (f"families {missing}" if missing else "",
+                                                        f"bench cases {unknown}" if unknown else "") if part)
+                          + f" (it knows families {sorted(model.families)} on suite qrv2-bench)")
 
 
 def create_run(config: RunConfig, families: Mapping[str, Any] | None = None) -> Run:
@@ -138,7 +165,7 @@ def execute(session: RunSession, address: str | None, console: Console, grace_s:
     """Run the loop until a budget, a signal or exhaustion stops it.  Returns an exit code."""
     import ray
 
-    from search.evaluate.ray_pool import RayPool
+    from search.evaluate.ray_pool import RayPool, Simulation
 
     config, run, run_dir = session.config, session.run, session.run_dir
     pipe_safe(console)
@@ -163,13 +190,20 @@ def execute(session: RunSession, address: str | None, console: Console, grace_s:
     try:
         gpus, interpret = _evaluators(config)
         _check_device(config, gpus, interpret)
+        simulated = config.evaluation.device == "simulated"
+        simulation = Simulation(settings=config.simulation, seed=config.seed) if simulated else None
         pool = RayPool(workdir=run_dir / "work", gpus=gpus, cpu_evaluators=config.ray.cpu_evaluators,
-                       cpus_per_evaluator=config.ray.cpus_per_evaluator,
+                       # A simulated GPU uses no CPU to speak of: it must not keep others from being placed.
+                       cpus_per_evaluator=0.0 if simulated else config.ray.cpus_per_evaluator,
+                       simulation=simulation,
                        env_extra=evaluator_env(run_dir, interpret), lanes=config.evaluation.lanes,
                        lookahead=config.evaluation.compile_ahead,
                        max_lookahead=config.evaluation.compile_ahead_max,
                        hold_for_ready=config.evaluation.hold_for_ready and config.evaluation.compile_ahead > 0)
         kind = f"{gpus} GPU evaluator(s)" if gpus else f"{pool.size} CPU evaluator(s) (Triton interpreter)"
+        if simulated:
+            kind = (f"{gpus} simulated GPU evaluator(s) (delays from {config.simulation.model}, times from its "
+                    f"synthetic landscape, time scale {config.simulation.time_scale:g})")
         kind += f", {config.evaluation.lanes} lane(s) each"
         log(f"run {run_dir}: {kind}; families {', '.join(f.name for f in config.families)}")
         if config.evaluation.family_domains:
@@ -218,6 +252,8 @@ def execute(session: RunSession, address: str | None, console: Console, grace_s:
         _summary(loop, console, run_dir)
         if interpret:
             console.print(f"[yellow]{CPU_CAVEAT}[/]")
+        if simulated:
+            console.print(f"[yellow]{SIMULATED_CAVEAT}[/]")
         if signals["first"]:
             return 128 + signals["first"]
         return 1 if loop.end_state == "stopped" else 0  # stopped without a signal: the evaluators are gone

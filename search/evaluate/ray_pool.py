@@ -25,7 +25,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 import ray
+from pydantic import BaseModel, ConfigDict
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
+
+from search.config import SimulationConfig
 
 from search.evaluate.compile_ahead import CompileAhead, split_cpus
 from search.evaluate.gpu_sampler import GpuSampler
@@ -33,7 +36,17 @@ from search.evaluate.messages import EvalOutcome, EvalRequest
 from search.evaluate.pool import Completed, Lost, PoolEvent, PoolStats, next_in_queue
 
 if TYPE_CHECKING:
+    from search.evaluate.simulated.worker import SimulatedWorker
     from search.evaluate.worker import Worker
+
+
+class Simulation(BaseModel):
+    """What a simulated evaluator is built from: the run's ``simulation:`` settings and its seed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    settings: SimulationConfig
+    seed: int
 
 
 def _host_gpu_count() -> int:
@@ -46,8 +59,15 @@ def _host_gpu_count() -> int:
         return 1
 
 
-def _make_worker(workdir: str, env_extra: dict[str, str], name: str, compile_ahead: bool, lanes: int = 1) -> Worker:
-    """The evaluator's Worker: on a GPU, with compile-ahead on its slice of the host's CPUs."""
+def _make_worker(workdir: str, env_extra: dict[str, str], name: str, compile_ahead: bool, lanes: int = 1,
+                 simulation: str | None = None) -> Worker | SimulatedWorker:
+    """The evaluator's Worker: on a GPU, with compile-ahead on its slice of the host's CPUs; or with
+    ``simulation`` (a :class:`Simulation` as JSON) a simulated GPU."""
+    if simulation is not None:
+        from search.evaluate.simulated.worker import SimulatedWorker
+
+        sim = Simulation.model_validate_json(simulation)
+        return SimulatedWorker(sim.settings, sim.seed, name=name, lanes=lanes, compile_ahead=compile_ahead)
     # Imported here, in the actor: the worker's harness imports torch, which neither the driver
     # (it only drives actors) nor a simulated evaluator needs.
     from search.evaluate.worker import Worker
@@ -76,16 +96,17 @@ def _make_worker(workdir: str, env_extra: dict[str, str], name: str, compile_ahe
 @ray.remote(max_restarts=-1, max_task_retries=0, concurrency_groups={"ahead": 1, "waits": 1})  # type: ignore[call-overload]
 class EvaluatorActor:
     def __init__(self, workdir: str, env_extra: dict[str, str], name: str, compile_ahead: bool = False,
-                 lanes: int = 1) -> None:
+                 lanes: int = 1, simulation: str | None = None) -> None:
         self.name = name
-        self.worker = _make_worker(workdir, env_extra, name, compile_ahead, lanes)
+        self.worker = _make_worker(workdir, env_extra, name, compile_ahead, lanes, simulation)
         # The run's GPU-utilisation series, beside its store (run_dir/gpu-util/, for run_timeline.py).
         series = Path(workdir).parent / "gpu-util" / f"{name}.tsv"
-        self.sampler = GpuSampler(series=series) if env_extra.get("TRITON_INTERPRET") != "1" else None
+        measured = env_extra.get("TRITON_INTERPRET") != "1" and simulation is None
+        self.sampler = GpuSampler(series=series) if measured else None
 
     def ping(self) -> dict[str, Any]:
         return {"name": self.name, "pid": os.getpid(), "host": socket.gethostname(),
-                "gpus": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
+                "gpus": os.environ.get("CUDA_VISIBLE_DEVICES", ""), "node": ray.get_runtime_context().get_node_id()}
 
     def evaluate(self, request_json: str) -> str:
         return self.worker.evaluate(EvalRequest.model_validate_json(request_json)).model_dump_json()
@@ -126,6 +147,7 @@ class _Slot:
     ping: Any = None  # an in-flight ping ref while the actor (re)starts
     ping_sent: float = 0.0
     pid: int | None = None
+    node: str | None = None  # the Ray node it runs on (hex id), once it answered a ping
     # Requests handed to this evaluator behind the one it runs (announced to it, so their
     # kernels compile ahead); they start here, in order, and survive an actor restart (or move to
     # an evaluator that is up, see RayPool._rehome).
@@ -184,6 +206,7 @@ class RayPool:
     room_every_s: float = 0.5  # how often an evaluator is asked for its compile room
     hold_for_ready: bool = False  # a free lane waits for a compiled request (see the class docstring)
     ready_wait_s: float = 0.5
+    simulation: Simulation | None = None  # simulated GPUs (evaluation.device: simulated)
     slots: list[_Slot] = field(default_factory=list)
     _flights: dict[Any, _Flight] = field(default_factory=dict)
     created_at: float = field(default_factory=time.monotonic)
@@ -199,7 +222,8 @@ class RayPool:
             if self.gpus:
                 options["num_gpus"] = 1
             actor = EvaluatorActor.options(**options).remote(  # type: ignore[attr-defined]
-                str(self.workdir), env, name, self.lookahead > 0, max(1, self.lanes))
+                str(self.workdir), env, name, self.lookahead > 0, max(1, self.lanes),
+                self.simulation.model_dump_json() if self.simulation is not None else None)
             slot = _Slot(name=name, actor=actor, gpu=self.gpus > 0)
             self._send_ping(slot)
             self.slots.append(slot)
@@ -280,6 +304,7 @@ class RayPool:
                     continue
                 slot.ping = None
                 slot.pid = info["pid"]
+                slot.node = info.get("node")
                 slot.ready_at = slot.ready_at or time.monotonic()
                 self._next(slot)  # the lanes start first: what they take needs no prefetch
                 for queued in slot.queue:
