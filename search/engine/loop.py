@@ -146,6 +146,7 @@ class SearchLoop:
         if not self.stop_requested and not self.human.paused:
             self._dispatch()
             self._start_llm_calls()
+        self.tuner.flush()  # the step's tells and asks, in one write
         self.stats.driver_s += time.monotonic() - began
 
     @property

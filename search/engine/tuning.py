@@ -12,7 +12,9 @@ again); an ask that repeats an evaluated point is told that point's value
 whose driver was killed before its candidate was stored is told FAIL with
 ``lost`` when the run resumes (:meth:`Tuner.reconcile`).  Studies live in a journal file in
 the run directory, so ``resume`` continues them and optuna-dashboard reads them
-(``optuna-dashboard runs/<name>/optuna.journal``).
+(``optuna-dashboard runs/<name>/optuna.journal``); it is written in batches
+(:mod:`search.engine.journal`): a trial is on disk once bound to its candidate, a tell once told,
+and an ask that never became a candidate with the next of those.
 """
 
 from __future__ import annotations
@@ -26,11 +28,11 @@ from typing import Any, Callable, Mapping
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.storages import JournalStorage
-from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 from pydantic import ValidationError
 
 from kernels.params import Choice, FloatRange, IntRange, ParamSpace
+from search.engine.journal import BufferedJournal
 
 optuna.logging.set_verbosity(logging.WARNING)
 
@@ -91,7 +93,8 @@ class Tuner:
     def __init__(self, path: Path, sampler: str = "tpe", seed: int = 0, trials_per_structure: int = 60) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self.storage = JournalStorage(JournalFileBackend(str(path)))
+        self.journal = BufferedJournal(path)
+        self.storage = JournalStorage(self.journal)
         self.sampler_kind = sampler
         self.seed = seed
         self.trials_per_structure = trials_per_structure
@@ -237,13 +240,20 @@ class Tuner:
             self._echoes.setdefault((study.study_name, original.number), []).append(trial.number)
 
     def bind(self, proposal: Proposal, candidate_id: str) -> None:
-        """Key the trial by the candidate that will be evaluated for it."""
+        """Key the trial by the candidate that will be evaluated for it; on disk before the store
+        commits the candidate that names the trial."""
         proposal.trial.set_user_attr(TRIAL_ATTR_CANDIDATE, candidate_id)
+        self.flush()
+
+    def flush(self) -> None:
+        """Write what the journal holds for the file (asks, echoes, tells) to it."""
+        self.journal.flush()
 
     def skip(self, proposal: Proposal, reason: str) -> None:
         """An asked point that will not be evaluated (the rendered child was not new): PRUNED."""
         proposal.trial.set_user_attr(TRIAL_ATTR_SKIPPED, reason[:200])
         self._load(proposal.study).tell(proposal.trial_number, state=TrialState.PRUNED)
+        self.flush()
 
     def _load(self, study_name: str) -> optuna.Study:
         return self._studies.get(study_name) or optuna.load_study(study_name=study_name, storage=self.storage)
@@ -259,6 +269,7 @@ class Tuner:
                 study.tell(number, state=TrialState.FAIL)
             else:
                 study.tell(number, value)
+        self.flush()
 
     def reconcile(self, outcome_of: Callable[[str], KnownOutcome | None]) -> int:
         """After a killed driver: settle every trial left RUNNING.  A trial whose candidate the
@@ -294,6 +305,7 @@ class Tuner:
                 else:
                     study.tell(trial.number, known.value)
                 told += 1
+        self.flush()
         return told
 
     def best(self, family: str, fingerprint: str) -> tuple[dict[str, Any], float] | None:

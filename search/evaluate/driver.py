@@ -277,6 +277,8 @@ def execute(session: RunSession, address: str | None, console: Console, grace_s:
                 pool.shutdown()
             except Exception:
                 pass
+        if loop is not None:
+            loop.tuner.flush()
         _end_session(run)
         run.close()
         ray.shutdown()

@@ -104,11 +104,14 @@ def test_reconcile_settles_what_a_killed_driver_left_running(tmp_path):
     unstored = tuner.ask("fam", "fp", Space, DEFAULTS)
     tuner.bind(unstored, "c3")  # bound, but the store transaction never committed
     unbound = tuner.ask("fam", "fp", Space, DEFAULTS)  # asked, never bound
+    tuner.skip(tuner.ask("fam", "fp", Space, DEFAULTS), "a repeat")  # written with the skip: unbound too
+    tuner.ask("fam", "fp", Space, DEFAULTS)  # asked after the last write: the killed driver left no trace of it
     store = {"c1": KnownOutcome(finished=True, value=3.5), "c2": KnownOutcome(finished=False, value=None)}
 
     again = Tuner(path, seed=5)
     assert again.reconcile(store.get) == 3
     trials = again.study("fam", "fp").get_trials()
+    assert len(trials) == unbound.trial_number + 2  # c1-c3, the unbound ask and the skipped one
     assert trials[done.trial_number].state == TrialState.COMPLETE and trials[done.trial_number].value == 3.5
     assert trials[requeued.trial_number].state == TrialState.RUNNING
     for lost in (unstored, unbound):
@@ -151,3 +154,27 @@ def test_mismatched_parameters_are_not_tunable(tmp_path):
     tuner = Tuner(tmp_path / "j.log")
     with pytest.raises(TunerExhausted, match="do not match"):
         tuner.ask("fam", "fp", Space, {"block": 32, "new_knob": 1})
+
+
+def test_the_journal_is_written_in_batches_in_optunas_own_format(tmp_path):
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    path = tmp_path / "j.log"
+    tuner = Tuner(path, seed=6)
+    p = tuner.ask("fam", "fp", Space, DEFAULTS)
+    assert tuner.journal.pending > 5 and path.read_bytes() == b""  # an ask is many logs, none written yet
+    tuner.bind(p, "c1")
+    assert tuner.journal.pending == 0
+    tuner.tell(p.study, p.trial_number, 2.5)
+    plain = JournalStorage(JournalFileBackend(str(path)))  # what optuna-dashboard uses
+    trial = optuna.load_study(study_name="fam:fp", storage=plain).get_trials()[p.trial_number]
+    assert trial.state == TrialState.COMPLETE and trial.value == 2.5 and trial.user_attrs["candidate_id"] == "c1"
+    with path.open("ab") as f:
+        f.write(b'{"op_code": 5, "worker')  # a line torn by a killed writer
+    again = Tuner(path, seed=6)
+    assert not path.read_bytes().endswith(b'"worker')  # cut, so that the next line starts afresh
+    q = again.ask("fam", "fp", Space, DEFAULTS)
+    again.bind(q, "c2")
+    asked = [t for t in Tuner(path).study("fam", "fp").get_trials() if TRIAL_ATTR_DUPLICATE not in t.user_attrs]
+    assert [t.user_attrs.get("candidate_id") for t in asked] == ["c1", "c2"]
