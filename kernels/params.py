@@ -203,6 +203,35 @@ def structure_fingerprint(source: str) -> str:
     Two files that differ only in their parameter values share a fingerprint;
     a new knob (a new key) or any code change makes a new structure.
     """
+    match = _BLOCK.search(source)
+    if match is not None:
+        try:
+            keys = tuple(read_params(source))
+        except ParamsError:
+            return _fingerprint(source)
+        # Outside its PARAMS block a tuner's child is its parent's text, and the block's values do
+        # not count: parse the file once per (text around the block, keys), not once per child
+        # (a family file parses and dumps in about 10 ms; the search renders one per proposal).
+        return _skeleton_fingerprint(source[: match.start("body")], source[match.end("body"):], keys, source)
+    return _fingerprint(source)
+
+
+_SKELETONS: dict[tuple[str, str, tuple[str, ...]], str] = {}
+_SKELETONS_KEPT = 64
+
+
+def _skeleton_fingerprint(head: str, tail: str, keys: tuple[str, ...], source: str) -> str:
+    key = (head, tail, keys)
+    found = _SKELETONS.get(key)
+    if found is None:
+        found = _fingerprint(source)
+        if len(_SKELETONS) >= _SKELETONS_KEPT:
+            _SKELETONS.pop(next(iter(_SKELETONS)))
+        _SKELETONS[key] = found
+    return found
+
+
+def _fingerprint(source: str) -> str:
     try:
         tree = ast.parse(source)
     except SyntaxError:

@@ -108,3 +108,21 @@ def test_space_without_dimension_is_an_error():
 
     with pytest.raises(TypeError, match="has no dimension"):
         Bad.dimensions()
+
+
+def test_a_fingerprint_parses_a_files_text_around_its_params_once_and_stays_the_same():
+    import random
+
+    from kernels.families import FAMILIES
+    from kernels.params import _fingerprint
+
+    fam = FAMILIES["blocked_wy"]
+    rng = random.Random(3)
+    children = [fam.render(fam.space.sample(rng)) for _ in range(5)]
+    assert {structure_fingerprint(c) for c in children} == {_fingerprint(c) for c in children} == \
+        {_fingerprint(fam.source())}
+    # The same text around the block with other keys, or other code, is another structure.
+    renamed = SOURCE.replace('"precision": "ieee",', '"precision2": "ieee",')
+    assert structure_fingerprint(renamed) == _fingerprint(renamed) != structure_fingerprint(SOURCE)
+    edited = children[0].replace("import torch", "import torch\nimport math", 1)
+    assert structure_fingerprint(edited) == _fingerprint(edited) != structure_fingerprint(children[0])
