@@ -68,13 +68,31 @@ def distributions(space: type[ParamSpace]) -> dict[str, BaseDistribution]:
     return dists
 
 
+class SteadySpaceTPE(optuna.samplers.TPESampler):
+    """Multivariate TPE for a study whose every trial is asked in the same distributions (the
+    tuner asks each study in its family's space, a new space being a new study).  Optuna works
+    out the intersection of the trials' spaces at each ask, re-reading every trial since the
+    oldest one still running: with hundreds of candidates in flight that was a third of an ask.
+    Here it is worked out until it is not empty, then kept: later trials, in the same
+    distributions, cannot change it."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._steady: dict[str, BaseDistribution] = {}
+
+    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        if not self._steady:
+            self._steady = super().infer_relative_search_space(study, trial)
+        return dict(self._steady)
+
+
 def _sampler(kind: str, seed: int) -> optuna.samplers.BaseSampler:
     if kind == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if kind == "cmaes":
         # CMA-ES handles the numeric knobs; categoricals fall back to independent random sampling.
         return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
-    return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
+    return SteadySpaceTPE(seed=seed, multivariate=True, constant_liar=True)
 
 
 @dataclass(frozen=True)
@@ -102,6 +120,18 @@ class Tuner:
         # (study, trial number) -> asks that repeated its point while it was still running,
         # told the same outcome when it is told.
         self._echoes: dict[tuple[str, int], list[int]] = {}
+        # study -> trial number -> point_key of its params: a trial's point never changes once
+        # it is asked, and every ask compares the new point with all of them.
+        self._keys: dict[str, dict[int, tuple]] = {}
+
+    def _key(self, study: optuna.Study, trial: FrozenTrial) -> tuple:
+        if trial.state == TrialState.WAITING:  # enqueued: its point is not its params until asked
+            return point_key(trial.params)
+        keys = self._keys.setdefault(study.study_name, {})
+        key = keys.get(trial.number)
+        if key is None:
+            key = keys[trial.number] = point_key(trial.params)
+        return key
 
     @staticmethod
     def study_name(family: str, fingerprint: str) -> str:
@@ -128,8 +158,8 @@ class Tuner:
         """New parameters for this structure, valid in ``space`` and not evaluated before (a new
         study is first told the parent's point: :meth:`_open`)."""
         study, dists, trials = self._open(family, fingerprint, space, parent_params, parent_id, parent_value)
-        seen = {point_key(t.params) for t in trials if t.state != TrialState.FAIL or t.user_attrs.get(TRIAL_ATTR_CANDIDATE)}
-        evaluated = {point_key(t.params): t for t in trials if TRIAL_ATTR_CANDIDATE in t.user_attrs
+        seen = {self._key(study, t) for t in trials if t.state != TrialState.FAIL or t.user_attrs.get(TRIAL_ATTR_CANDIDATE)}
+        evaluated = {self._key(study, t): t for t in trials if TRIAL_ATTR_CANDIDATE in t.user_attrs
                      and TRIAL_ATTR_DUPLICATE not in t.user_attrs}
         repeats = 0
         for _ in range(max_invalid):
@@ -189,7 +219,7 @@ class Tuner:
         study, dists, trials = self._open(family, fingerprint, space, parent_params, parent_id, parent_value)
         if set(dists) != set(params):
             raise TunerExhausted(f"parameters {sorted(params)} do not match the space {sorted(dists)}")
-        if point_key(params) in {point_key(t.params) for t in trials}:
+        if point_key(params) in {self._key(study, t) for t in trials}:
             return None
         study.enqueue_trial(dict(params))
         trial = study.ask(dists)
@@ -201,7 +231,8 @@ class Tuner:
 
     def asked(self, family: str, fingerprint: str) -> set[tuple]:
         """The points this structure's study holds (any state), as :func:`point_key` keys."""
-        return {point_key(t.params) for t in self.study(family, fingerprint).get_trials(deepcopy=False)}
+        study = self.study(family, fingerprint)
+        return {self._key(study, t) for t in study.get_trials(deepcopy=False)}
 
     def _unseen_point(self, space: type[ParamSpace], seen: set[tuple], salt: int) -> dict[str, Any] | None:
         rng = random.Random(self.seed * 7_919 + salt)

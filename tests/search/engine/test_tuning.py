@@ -178,3 +178,22 @@ def test_the_journal_is_written_in_batches_in_optunas_own_format(tmp_path):
     again.bind(q, "c2")
     asked = [t for t in Tuner(path).study("fam", "fp").get_trials() if TRIAL_ATTR_DUPLICATE not in t.user_attrs]
     assert [t.user_attrs.get("candidate_id") for t in asked] == ["c1", "c2"]
+
+
+def test_steady_space_tpe_asks_what_optunas_tpe_asks():
+    from search.engine.tuning import SteadySpaceTPE, distributions
+
+    dists = distributions(Space)
+
+    def asks(sampler) -> list[dict]:
+        study = optuna.create_study(sampler=sampler)
+        out = []
+        for i in range(30):
+            trial = study.ask(dists)
+            out.append(dict(trial.params))
+            if i % 3 != 2:  # a third stay running, as candidates in flight do
+                study.tell(trial, float(sum((k + 1) * len(repr(v)) for k, v in enumerate(sorted(trial.params.values(), key=repr)))))
+        return out
+
+    kwargs = dict(seed=11, multivariate=True, constant_liar=True, n_startup_trials=5)
+    assert asks(SteadySpaceTPE(**kwargs)) == asks(optuna.samplers.TPESampler(**kwargs))
