@@ -126,6 +126,7 @@ class LocalStep:
             if set(space.dimensions()) != set(parent.params):
                 continue  # an LLM child's own knobs: not this space's points
             asked = ctx.tuner.asked(parent.family, parent.fingerprint)
+            parent_source: str | None = None
             for params in neighbourhood(space, parent.params, ctx.rng, ctx.rng.random() < TWO_MOVES):
                 if point_key(params) in asked:
                     continue
@@ -133,19 +134,24 @@ class LocalStep:
                     space(**params)
                 except Exception:  # a cross-field rule (registers, shared memory): another neighbour
                     continue
-                source = render_params(ctx.run.source(parent), params)
-                new = NewCandidate(family=parent.family, island=parent.island, parent_ids=(parent.id,),
-                                   origin=self.origin, source=source, params=params,
-                                   fingerprint=parent.fingerprint, generation=parent.generation + 1)
-                if not ctx.fresh(new):
-                    continue
+                # The trial first: a structure whose budget is used says so before any child is
+                # rendered (rendering and hashing every neighbour of such a parent, over and over,
+                # was most of the driver's time once budgets ran out at 64 GPUs).
                 try:
                     proposal = ctx.tuner.ask_at(parent.family, parent.fingerprint, space, parent.params, params,
                                                 parent_id=parent.id, parent_value=parent.fitness_ms)
                 except TunerExhausted:
                     break  # this structure's budget is used: maybe another parent's is not
-                if proposal is not None:
-                    return Child(new=new, proposal=proposal)
+                if proposal is None:
+                    continue
+                parent_source = parent_source if parent_source is not None else ctx.run.source(parent)
+                new = NewCandidate(family=parent.family, island=parent.island, parent_ids=(parent.id,),
+                                   origin=self.origin, source=render_params(parent_source, params), params=params,
+                                   fingerprint=parent.fingerprint, generation=parent.generation + 1)
+                if not ctx.fresh(new):
+                    ctx.tuner.skip(proposal, "the same code and parameters as an existing candidate")
+                    continue
+                return Child(new=new, proposal=proposal)
         return None
 
 

@@ -29,6 +29,7 @@ class ParamCrossover:
             return None
         b = ctx.rng.choice(mates)
         space = ctx.families[family].space
+        source = ctx.run.source(a)
         for _ in range(ATTEMPTS):
             params = {k: (a.params if ctx.rng.random() < 0.5 else b.params)[k] for k in a.params}
             try:
@@ -36,7 +37,7 @@ class ParamCrossover:
             except Exception:
                 continue
             new = NewCandidate(family=family, island=island, parent_ids=(a.id, b.id), origin=self.origin,
-                               source=render_params(ctx.run.source(a), params), params=params,
+                               source=render_params(source, params), params=params,
                                fingerprint=a.fingerprint, generation=max(a.generation, b.generation) + 1)
             if ctx.fresh(new):
                 return Child(new=new)
