@@ -121,7 +121,7 @@ def test_a_ready_child_queued_while_the_lane_holds_runs_before_the_compiling_one
         ray.get(actor.release.remote("c1"))
         events = poll_until(pool, lambda ev: any(isinstance(e, Completed) for e in ev))
         assert [e.outcome.candidate_id for e in events if isinstance(e, Completed)] == ["c1"]
-        poll_until(pool, lambda ev: pool.free_slots() > 0, timeout=5)
+        poll_until(pool, lambda ev: pool.holding(), timeout=5)  # once the actor said none is compiled
         # Both queued ones still compile: nothing started, and the pool asks for one more.
         assert ray.get(actor.starts.remote()) == ["c1"] and pool.free_slots() == 1 and pool.holding()
         pool.submit(request("c4"))  # a cheap child: queued behind them, not started at once
