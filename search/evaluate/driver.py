@@ -229,8 +229,14 @@ def execute(session: RunSession, address: str | None, console: Console, grace_s:
         stop_at: list[float] = []
 
         with Live(render(loop, run_dir.name), console=console, refresh_per_second=2, transient=False) as live:
+            rendered = [time.monotonic()]
+
             def tick() -> None:
-                live.update(render(loop, run_dir.name))
+                # The panel refreshes twice a second: rendering it after every step (each finished
+                # evaluation, at 64 GPUs dozens a second) cost more than the refreshes use.
+                if time.monotonic() - rendered[0] >= 0.5:
+                    live.update(render(loop, run_dir.name))
+                    rendered[0] = time.monotonic()
                 loop.write_status()
                 if loop.stop_requested and not stop_at:
                     stop_at.append(time.monotonic() + grace_s)
@@ -242,6 +248,7 @@ def execute(session: RunSession, address: str | None, console: Console, grace_s:
                 loop.run_until_done(on_tick=tick)
             except _Abandon:
                 loop.write_status("stopped")
+            live.update(render(loop, run_dir.name))  # the last frame shows the end
         if not console.is_terminal:
             console.line()  # the last frame of a non-terminal Live ends without a newline
         if signals["first"]:
