@@ -14,5 +14,6 @@ on one machine.
 - ``landscape.py`` — per-case times of any candidate of a registered family: its parameters'
   distance from a seeded optimum, times the recorded seed times, with the recorded noise.
 - ``compiles.py`` — compile-ahead as an evaluator's pool of compile slots in time.
-- ``worker.py`` — the :class:`~search.evaluate.worker.Worker` interface, simulated.
+- ``gpu.py`` — what a simulated GPU answers and how long it is busy (no clock).
+- ``worker.py`` — the :class:`~search.evaluate.worker.Worker` interface, simulated in real time.
 """

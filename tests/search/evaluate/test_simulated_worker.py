@@ -114,7 +114,7 @@ def test_one_evaluation_holds_the_device_at_a_time_whatever_the_lanes():
 def test_a_child_much_slower_than_its_structure_best_is_screened_by_the_cascades_rule():
     clock = FakeClock()
     sim = worker(clock)
-    land = sim.landscape.family("blocked_wy")
+    land = sim.gpu.landscape.family("blocked_wy")
     best = sim.evaluate(request("best", "blocked_wy", land.optimum))
     assert best.state is State.VERIFIED
     worst = {**land.optimum, "nb_le512": 64, "warps_le512": 16, "maxnreg_le512": 0, "bn": 16, "rb": 16}
@@ -139,7 +139,7 @@ def test_failures_come_at_the_configured_rate_and_blame_the_verify_stage():
 
 def test_a_duel_times_the_defender_as_the_reference_case_by_case():
     sim = worker(FakeClock())
-    land = sim.landscape.family("cuda_onchip")
+    land = sim.gpu.landscape.family("cuda_onchip")
     duel = request("c9:duel:1", "cuda_onchip", land.optimum).model_copy(
         update={"reference_source": FAMILIES["cuda_onchip"].source()})
     out = sim.evaluate(duel)
