@@ -74,6 +74,20 @@ class EvaluatorPool(Protocol):
     def shutdown(self) -> None: ...
 
 
+def queue_depths(evaluators: int, lookahead: int, max_lookahead: int, total: int | None) -> tuple[int, int]:
+    """Per evaluator, (requests queued beyond its lanes, at most while its compile processes have
+    room) when all evaluators together should queue about ``total``: with many evaluators each
+    queues fewer, at least one (its next compile), so that the pool does not hold hundreds of
+    children proposed before any of their siblings' results came back.  ``total`` None: the
+    configured depths for every evaluator.  A lane that holds for a compiled request still asks
+    for more, up to ``max_lookahead`` (RayPool's hold)."""
+    if total is None or evaluators <= 0:
+        return lookahead, max(lookahead, max_lookahead)
+    share = max(1, -(-total // evaluators))
+    depth = min(lookahead, share) if lookahead > 0 else 0
+    return depth, max(depth, min(max(lookahead, max_lookahead), share))
+
+
 def next_in_queue(queue: Sequence[str], compiled: Collection[str], head_waited_s: float, head_limit_s: float,
                   hold: bool = False) -> int | None:
     """Which of an evaluator's queued candidates to start: the first whose kernels are compiled,

@@ -82,6 +82,14 @@ class CompileSlots:
             free = sum(1 for t in self._free_at if t <= now)
             return max(0, free - len(self._waiting))
 
+    def next_finish(self) -> float | None:
+        """When the next compile running now ends (a waiting one then starts), or None."""
+        with self._lock:
+            now = self.clock()
+            self._advance(now)
+            later = [t for t in self._free_at if t > now]
+            return min(later) if later else None
+
     def forget(self, candidate_id: str) -> None:
         """An evaluated candidate's compile is no longer needed to be known (its slot stays as scheduled)."""
         with self._lock:

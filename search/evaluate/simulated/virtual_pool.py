@@ -1,0 +1,202 @@
+"""Simulated GPUs in virtual time, in this process: an EvaluatorPool for studies of search quality.
+
+A dry run of a cluster (``qrsearch launch --simulate``) drives real Ray actors in real time, so
+what it shows includes the driver's speed on the machine it runs on.  How well the search learns
+with N evaluators is another question: what each proposal could know when it was made.  This
+pool answers it with the driver taken as infinitely fast: :meth:`VirtualPool.poll` moves a
+virtual clock to the next event (an evaluation's end, a compile's end while an evaluator holds
+for one, a hold's re-check), so thousands of evaluations on hundreds of simulated GPUs take
+seconds, and the loop proposes, tells and dispatches between events as it does between polls.
+
+What an evaluation answers and how long it takes is :class:`~.gpu.GpuModel`'s, as in the Ray
+actors.  The admission is RayPool's: each evaluator runs ``lanes`` requests and queues up to
+``lookahead`` more, up to ``room_lookahead`` while its compile slots have room (the room as of
+the last event, as RayPool's last answer); with ``hold_for_ready`` a free lane starts only a
+compiled request (the first queued one that is, :func:`~search.evaluate.pool.next_in_queue`)
+and asks for one more request every ``ready_wait_s`` while none is, up to ``max_lookahead``; a request started on an
+idle evaluator with nothing queued is compiled in its evaluation (one lane) or announced then
+(several, as the worker does).  One evaluation holds the device at a time, in start order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from search.config import SimulationConfig
+from search.evaluate.messages import EvalRequest
+from search.evaluate.pool import Completed, PoolEvent, PoolStats, next_in_queue
+from search.evaluate.simulated.compiles import CompileSlots
+from search.evaluate.simulated.gpu import GpuModel
+
+
+@dataclass
+class _Running:
+    request: EvalRequest
+    finish: float
+    event: PoolEvent
+
+
+@dataclass
+class _Evaluator:
+    name: str
+    compiles: CompileSlots
+    queue: list[tuple[float, EvalRequest]] = field(default_factory=list)  # (queued at, request)
+    running: list[_Running] = field(default_factory=list)
+    device_free: float = 0.0
+    busy_s: float = 0.0
+    busy_since: float | None = None
+    room: int = 0
+    room_load: int = 0
+    starved_load: int | None = None
+    recheck_at: float | None = None  # a holding lane asks again then
+    evaluations: int = 0
+
+
+class VirtualPool:
+    def __init__(self, evaluators: int, settings: SimulationConfig, seed: int, lanes: int = 1, lookahead: int = 0,
+                 max_lookahead: int = 0, hold_for_ready: bool = False, ready_wait_s: float = 0.5,
+                 room_lookahead: int | None = None) -> None:
+        self.now = 0.0
+        self.gpu = GpuModel(settings, seed)
+        self.lanes = max(1, lanes)
+        self.lookahead, self.max_lookahead = lookahead, max_lookahead
+        self.room_lookahead = max_lookahead if room_lookahead is None else room_lookahead
+        self.hold_for_ready = hold_for_ready and lookahead > 0
+        self.ready_wait_s = ready_wait_s
+        self.evaluators = [_Evaluator(name=f"gpu{i}", compiles=CompileSlots(settings.compile_slots, self.clock))
+                           for i in range(evaluators)]
+        self.compile_ahead = lookahead > 0
+
+    def clock(self) -> float:
+        return self.now
+
+    # --- admission (RayPool's) -------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        return len(self.evaluators)
+
+    def _load(self, ev: _Evaluator) -> int:
+        return len(ev.running) + len(ev.queue)
+
+    def _capacity(self, ev: _Evaluator) -> int:
+        held = ev.starved_load + 1 if ev.starved_load is not None else 0
+        return max(self.lanes + self.lookahead, min(self.lanes + self.room_lookahead, ev.room_load + ev.room),
+                   min(self.lanes + self.max_lookahead, held))
+
+    def free_slots(self) -> int:
+        return sum(max(0, self._capacity(ev) - self._load(ev)) for ev in self.evaluators)
+
+    def submit(self, request: EvalRequest) -> None:
+        open_ = [ev for ev in self.evaluators if self._load(ev) < self._capacity(ev)]
+        if not open_:
+            raise RuntimeError("submit() without a free slot")
+        ev = min(open_, key=self._load)
+        if len(ev.running) >= self.lanes or ev.queue:
+            ev.queue.append((self.now, request))
+            if self.compile_ahead:
+                ev.compiles.announce(request.candidate_id, self.gpu.compile_seconds(request))
+        else:
+            self._start(ev, request, queued_at=self.now)
+
+    def inflight(self) -> list[str]:
+        return [r.request.candidate_id for ev in self.evaluators for r in ev.running] + \
+            [req.candidate_id for ev in self.evaluators for _, req in ev.queue]
+
+    def holding(self) -> bool:
+        return any(ev.starved_load is not None for ev in self.evaluators)
+
+    def withdraw_queued(self) -> list[str]:
+        out = [req.candidate_id for ev in self.evaluators for _, req in ev.queue]
+        for ev in self.evaluators:
+            ev.queue.clear()
+        return out
+
+    # --- time -------------------------------------------------------------------------------
+
+    def _start(self, ev: _Evaluator, request: EvalRequest, queued_at: float) -> None:
+        cid = request.candidate_id
+        compile_s = self.gpu.compile_seconds(request)
+        if self.compile_ahead and self.lanes > 1:
+            ev.compiles.announce(cid, compile_s)  # the worker announces what a free lane starts
+        finish_compile = ev.compiles.claim(cid) if self.compile_ahead else None
+        if finish_compile is None:
+            finish_compile = self.now + compile_s  # compiled inside the evaluation
+        finish_compile = max(finish_compile, self.now)  # compiled ahead, perhaps long ago
+        verdict = self.gpu.verdict(request)
+        on_device = max(finish_compile, ev.device_free)
+        finish = on_device + verdict.device_s
+        ev.device_free = finish
+        stages = {"queued": self.now - queued_at, "compile_wait": finish_compile - self.now,
+                  "compile_ahead": compile_s, "settle": on_device - finish_compile}
+        outcome = self.gpu.outcome(request, verdict, stages, self.now, finish, ev.name, finish - self.now)
+        if ev.busy_since is None:
+            ev.busy_since = self.now
+        ev.running.append(_Running(request=request, finish=finish, event=Completed(outcome)))
+
+    def _fill(self, ev: _Evaluator) -> None:
+        """Start queued requests on free lanes (the compiled ones first), or hold."""
+        while ev.queue and len(ev.running) < self.lanes:
+            ids = [req.candidate_id for _, req in ev.queue]
+            waited = self.now - ev.queue[0][0]
+            limit = ev.queue[0][1].limits.case_timeout_s
+            needs_answer = len(ids) >= 2 or self.hold_for_ready
+            index: int | None = 0
+            if needs_answer and waited <= limit:
+                ready = {cid for cid in ids if ev.compiles.is_ready(cid)}
+                index = next_in_queue(ids, ready, waited, limit, hold=self.hold_for_ready)
+            if index is None:
+                if ev.starved_load is None or ev.recheck_at is None or self.now >= ev.recheck_at:
+                    ev.starved_load = self._load(ev)  # one more request, as each unanswered hold asks
+                    ev.recheck_at = self.now + self.ready_wait_s
+                return
+            ev.starved_load, ev.recheck_at = None, None
+            queued_at, request = ev.queue.pop(index)
+            self._start(ev, request, queued_at)
+
+    def _next_event(self) -> float | None:
+        times = [r.finish for ev in self.evaluators for r in ev.running]
+        for ev in self.evaluators:
+            if ev.starved_load is not None and ev.recheck_at is not None:
+                times.append(ev.recheck_at)
+                end = ev.compiles.next_finish()
+                if end is not None:
+                    times.append(end)
+        return min(times) if times else None
+
+    def poll(self, timeout: float) -> list[PoolEvent]:
+        """Move the clock to the next event and report what finished by then (``timeout`` is real
+        time and means nothing here: the next event is always at hand)."""
+        for ev in self.evaluators:
+            self._fill(ev)
+        when = self._next_event()
+        if when is None:
+            return []
+        self.now = max(self.now, when)
+        events: list[PoolEvent] = []
+        for ev in self.evaluators:
+            done = [r for r in ev.running if r.finish <= self.now]
+            if not done:
+                continue
+            ev.running = [r for r in ev.running if r.finish > self.now]
+            for r in sorted(done, key=lambda r: r.finish):
+                events.append(r.event)
+                ev.compiles.forget(r.request.candidate_id)
+                ev.evaluations += 1
+            if not ev.running and ev.busy_since is not None:
+                ev.busy_s += max(r.finish for r in done) - ev.busy_since
+                ev.busy_since = None
+        for ev in self.evaluators:
+            ev.room, ev.room_load = ev.compiles.room(), self._load(ev)  # what RayPool's room question learns
+            self._fill(ev)
+        return events
+
+    def stats(self) -> PoolStats:
+        busy = {}
+        for ev in self.evaluators:
+            spell = self.now - ev.busy_since if ev.busy_since is not None else 0.0
+            busy[ev.name] = min(1.0, (ev.busy_s + spell) / self.now) if self.now > 0 else 0.0
+        return PoolStats(evaluators=len(self.evaluators), ready=len(self.evaluators), busy_fraction=busy)
+
+    def shutdown(self) -> None:
+        pass
