@@ -111,6 +111,12 @@ class EvaluationConfig(_Section):
         8, ge=0, description="candidates queued per evaluator at most: beyond compile_ahead, an evaluator takes "
         "more while its compile processes would otherwise idle (cheap compiles keep the CPUs busy and the "
         "evaluator finds one ready); at or below compile_ahead: exactly compile_ahead")
+    compile_ahead_total: Optional[int] = Field(
+        None, ge=1, description="candidates queued beyond the running ones over all evaluators together, about: "
+        "with many evaluators each queues fewer (at least one, its next compile; compile_ahead and the room-driven "
+        "compile_ahead_max shrink to this total's share), so that the search does not hold hundreds of children "
+        "proposed before their siblings' results came back; a lane that holds for a compiled candidate still takes "
+        "more, up to compile_ahead_max; none: every evaluator queues compile_ahead, up to compile_ahead_max")
     hold_for_ready: bool = Field(
         True, description="with compile_ahead, a free evaluator starts no candidate whose kernels are still "
         "compiling: it waits for the first queued one that is compiled and takes one more candidate every "

@@ -165,6 +165,7 @@ def execute(session: RunSession, address: str | None, console: Console, grace_s:
     """Run the loop until a budget, a signal or exhaustion stops it.  Returns an exit code."""
     import ray
 
+    from search.evaluate.pool import queue_depths
     from search.evaluate.ray_pool import RayPool, Simulation
 
     config, run, run_dir = session.config, session.run, session.run_dir
@@ -191,20 +192,24 @@ def execute(session: RunSession, address: str | None, console: Console, grace_s:
         gpus, interpret = _evaluators(config)
         _check_device(config, gpus, interpret)
         simulated = config.evaluation.device == "simulated"
+        evaluators = gpus if gpus > 0 else config.ray.cpu_evaluators
+        lookahead, room_lookahead = queue_depths(evaluators, config.evaluation.compile_ahead,
+                                                 config.evaluation.compile_ahead_max,
+                                                 config.evaluation.compile_ahead_total)
         simulation = Simulation(settings=config.simulation, seed=config.seed) if simulated else None
         pool = RayPool(workdir=run_dir / "work", gpus=gpus, cpu_evaluators=config.ray.cpu_evaluators,
                        # A simulated GPU uses no CPU to speak of: it must not keep others from being placed.
                        cpus_per_evaluator=0.0 if simulated else config.ray.cpus_per_evaluator,
                        simulation=simulation,
                        env_extra=evaluator_env(run_dir, interpret), lanes=config.evaluation.lanes,
-                       lookahead=config.evaluation.compile_ahead,
+                       lookahead=lookahead, room_lookahead=room_lookahead,
                        max_lookahead=config.evaluation.compile_ahead_max,
                        hold_for_ready=config.evaluation.hold_for_ready and config.evaluation.compile_ahead > 0)
         kind = f"{gpus} GPU evaluator(s)" if gpus else f"{pool.size} CPU evaluator(s) (Triton interpreter)"
         if simulated:
             kind = (f"{gpus} simulated GPU evaluator(s) (delays from {config.simulation.model}, times from its "
                     f"synthetic landscape, time scale {config.simulation.time_scale:g})")
-        kind += f", {config.evaluation.lanes} lane(s) each"
+        kind += f", {config.evaluation.lanes} lane(s) each, {lookahead} queued (up to {room_lookahead} with compile room)"
         log(f"run {run_dir}: {kind}; families {', '.join(f.name for f in config.families)}")
         if config.evaluation.family_domains:
             searched = {f.name: registry.FAMILIES[f.name] for f in config.families}

@@ -203,7 +203,8 @@ class RayPool:
     env_extra: dict[str, str] = field(default_factory=dict)
     lanes: int = 1  # evaluations in flight per evaluator (evaluation.lanes)
     lookahead: int = 0
-    max_lookahead: int = 0  # queued at most while compile CPUs have room (below lookahead: lookahead)
+    max_lookahead: int = 0  # queued at most while a lane holds for a compiled request
+    room_lookahead: int | None = None  # queued at most while compile CPUs have room (None: max_lookahead)
     ready_first: bool = True  # start a queued request whose compile is done before the head
     room_every_s: float = 0.5  # how often an evaluator is asked for its compile room
     hold_for_ready: bool = False  # a free lane waits for a compiled request (see the class docstring)
@@ -250,20 +251,25 @@ class RayPool:
     def _load(self, slot: _Slot) -> int:
         return self._running(slot) + len(slot.queue)
 
+    @property
+    def _room_cap(self) -> int:
+        return self.max_lookahead if self.room_lookahead is None else self.room_lookahead
+
     def _capacity(self, slot: _Slot) -> int:
         """Requests the slot may hold: ``lanes`` running and ``lookahead`` queued, or as many as
         it held when it last had compile room plus that room (one more compile each), with at
-        most ``max_lookahead`` queued; while it holds a lane for a compiled request, one more than
-        it held when it last asked.  It changes only with an answer (or a hold), never with a
-        submit, so free_slots() and submit() agree."""
+        most ``room_lookahead`` queued; while it holds a lane for a compiled request, one more than
+        it held when it last asked, with at most ``max_lookahead`` queued.  It changes only with
+        an answer (or a hold), never with a submit, so free_slots() and submit() agree."""
         lanes = max(1, self.lanes)
         held = slot.starved_load + 1 if slot.starved_load is not None else 0  # one more while starved
-        return max(lanes + self.lookahead, min(lanes + self.max_lookahead, max(slot.room_load + slot.room, held)))
+        return max(lanes + self.lookahead, min(lanes + self._room_cap, slot.room_load + slot.room),
+                   min(lanes + self.max_lookahead, held))
 
     def _ask_room(self) -> None:
         """Collect the evaluators' answers to "how many more could you compile now?" and ask
         again every ``room_every_s`` (never waiting: the answer counts from the next call)."""
-        if self.max_lookahead <= self.lookahead:
+        if self._room_cap <= self.lookahead:
             return
         now = time.monotonic()
         for slot in self._ready():

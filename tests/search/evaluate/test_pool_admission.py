@@ -119,3 +119,17 @@ def test_without_a_larger_max_the_queue_is_the_lookahead(local_ray, tmp_path):
         assert pool.slots[0].room_ref is None
     finally:
         ray.kill(actor, no_restart=True)
+
+
+def test_compile_room_takes_at_most_room_lookahead_and_a_hold_up_to_max_lookahead(local_ray, tmp_path):
+    pool = room_pool(tmp_path, lookahead=1, max_lookahead=4, room_lookahead=2)
+    slot, actor = pool.slots[0], pool.slots[0].actor
+    try:
+        ray.get(actor.set_room.remote(5))
+        assert settled_free(pool, 3) == 3  # room for 5 more, but room_lookahead 2 queued beyond the one
+        slot.starved_load = 4  # a lane that holds (every queued one compiling) asks for more: up to 4 queued
+        assert pool._capacity(slot) == 5
+        slot.starved_load = 9
+        assert pool._capacity(slot) == 1 + 4
+    finally:
+        ray.kill(actor, no_restart=True)
