@@ -136,6 +136,8 @@ class VirtualPool:
 
     def _fill(self, ev: _Evaluator) -> None:
         """Start queued requests on free lanes (the compiled ones first), or hold."""
+        if not ev.queue or len(ev.running) >= self.lanes:
+            ev.starved_load, ev.recheck_at = None, None  # nothing to hold for (as RayPool's answer says)
         while ev.queue and len(ev.running) < self.lanes:
             ids = [req.candidate_id for _, req in ev.queue]
             waited = self.now - ev.queue[0][0]

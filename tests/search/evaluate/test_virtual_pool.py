@@ -81,6 +81,18 @@ def test_with_hold_for_ready_nothing_queued_starts_before_its_compile_is_done():
     assert max(s["compile_ahead"] for s in queued) > 10  # lookahead_split's long compiles were among them
 
 
+def test_a_hold_ends_when_its_queue_is_taken_back():
+    pool = VirtualPool(1, SimulationConfig(compile_slots=1), seed=5, lanes=1, lookahead=2, max_lookahead=4,
+                       hold_for_ready=True)
+    for cid in ("a", "b", "c"):
+        pool.submit(request(cid, "lookahead_split"))  # long compiles: the lane holds once a finishes
+    while not pool.holding():
+        pool.poll(0.0)
+    assert sorted(pool.withdraw_queued()) == ["b", "c"]  # the loop stops: queued work goes back
+    pool.poll(0.0)
+    assert not pool.holding() and pool.poll(0.0) == [] and pool.inflight() == []
+
+
 def test_the_real_loop_runs_on_it(tmp_path):
     import kernels.families as registry
     from search.engine.loop import SearchLoop
