@@ -198,11 +198,25 @@ class FamilyLandscape:
         (the moved knobs' scale when that holds already: the fallbacks to torch.geqrf above a low
         ``max_n`` are what made cuda_onchip's children 7x slower)."""
         sample = [self.space.sample(rng).as_params() for _ in range(points)]
-        defaults = self.geomean_ms(self.defaults)
+        defaults = math.log(self.geomean_ms(self.defaults))
+        # Per point and case: (fixed time, or base, moved and rest penalties), worked out once;
+        # the bisection then only does arithmetic (every simulated GPU builds its landscapes).
+        terms = []
+        for params in sample:
+            row = []
+            for name, case in self.cases.items():
+                max_n = params.get("max_n", self.defaults.get("max_n"))
+                if max_n is not None and case.n > max_n and name in self.reference_ms:
+                    row.append((self.reference_ms[name], 0.0, 0.0))
+                    continue
+                moved, rest = self._penalties(name, case.n, params)
+                row.append((self.best_ms[name] * (1.0 + self.scale_moved * moved), self.best_ms[name] * rest, 1.0))
+            terms.append(row)
 
         def median_ratio(s: float) -> float:
-            self.scale_rest = s
-            return sorted(self.geomean_ms(p) / defaults for p in sample)[points // 2]
+            logs = sorted(sum(math.log(fixed + s * per) for fixed, per, _ in row) / len(row) - defaults
+                          for row in terms)
+            return math.exp(logs[points // 2])
 
         if median_ratio(self.scale_moved) >= self.upper:
             return self.scale_moved
