@@ -14,15 +14,17 @@ the same run.  A run without a baseline result yet shows the results as stored.
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from population.events import EventOutcome, HumanEvent
-from population.models import Candidate, EvalResult, Origin
+from population.models import Candidate, EvalResult, Origin, result_from_json
 from population.records import (BASELINE_FAMILY, LLM_CALL_PREFIX, SESSIONS_KEY, STATUS_KEY, DriverStatus, LLMCall,
                                 RunCounters, Session, parse, prefix_of)
 from population.speedup import with_speedups
@@ -30,6 +32,91 @@ from population.store_rows import ChampionEntry
 
 if TYPE_CHECKING:
     from population.store import RunStore
+
+V = TypeVar("V")
+
+
+class StoredRows(Mapping[str, V]):
+    """Rows of a store's table that never change once written (results, source blobs), keyed as
+    the snapshot's read transaction saw them and read from the file on first use.
+
+    A run of 50,000 candidates holds about 2 GB of sources and 100 MB of results: reading and
+    parsing them all took most of an inspection command's time, and most commands need a few
+    (``show`` one, ``status`` the latest 200).  A row written once and never changed, read later
+    for a key the snapshot saw, is the row the snapshot would have read, so the picture stays
+    consistent."""
+
+    def __init__(self, path: Path, keys: Iterable[str], table: str, key: str, value: str,
+                 parse: Callable[[str], V]) -> None:
+        self._path, self._keys = path, frozenset(keys)
+        self._one = f"SELECT {value} FROM {table} WHERE {key} = ?"
+        self._all = f"SELECT {key}, {value} FROM {table}"
+        self._parse = parse
+        self._rows: dict[str, V] = {}
+        self._conn: sqlite3.Connection | None = None
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            from population.store_file import read_connection
+
+            self._conn = read_connection(self._path)
+            weakref.finalize(self, self._conn.close)
+        return self._conn
+
+    def __getitem__(self, key: str) -> V:
+        if key not in self._keys:
+            raise KeyError(key)
+        if key not in self._rows:
+            row = self._connection().execute(self._one, (key,)).fetchone()
+            if row is None:
+                raise KeyError(key)
+            self._rows[key] = self._parse(row[0])
+        return self._rows[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    def load_all(self) -> dict[str, V]:
+        """Every row, in one read (for readers that go through them all: a report, best per case)."""
+        if len(self._rows) < len(self._keys):
+            for key, text in self._connection().execute(self._all):
+                if key in self._keys and key not in self._rows:
+                    self._rows[key] = self._parse(text)
+        return self._rows
+
+    def values(self):  # type: ignore[override]
+        return self.load_all().values()
+
+    def items(self):  # type: ignore[override]
+        return self.load_all().items()
+
+
+class WithSpeedups(Mapping[str, EvalResult]):
+    """Stored results with speedups against a baseline result, each worked out on first use."""
+
+    def __init__(self, stored: Mapping[str, EvalResult], base: EvalResult) -> None:
+        self._stored, self._base = stored, base
+        self._done: dict[str, EvalResult] = {}
+
+    def __getitem__(self, key: str) -> EvalResult:
+        if key not in self._done:
+            self._done[key] = with_speedups(self._stored[key], self._base)
+        return self._done[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._stored)
+
+    def __len__(self) -> int:
+        return len(self._stored)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._stored
 
 
 @dataclass(frozen=True)
@@ -49,6 +136,7 @@ class RunSnapshot:
     counters: Mapping[str, int | float]
     kv: Mapping[str, Any]  # every key/value entry but the config (keys: population/records.py)
     sources: Mapping[str, str]  # sha256 -> source text
+    devices: Mapping[str, int]  # the results' device names and how many results each
     events: tuple[HumanEvent, ...]  # the engineer's events, oldest first
     outcomes: Mapping[int, EventOutcome]  # event seq -> what the driver made of it
     taken_at: float  # wall clock of the read (heartbeats are judged against it)
@@ -74,13 +162,11 @@ class RunSnapshot:
         return self.stored_results.get(base) if base else None
 
     @cached_property
-    def results(self) -> dict[str, EvalResult]:
+    def results(self) -> Mapping[str, EvalResult]:
         """Every candidate's own result with speedups against this run's baseline: the one place
-        readers get speedups from."""
+        readers get speedups from (each worked out when first read)."""
         base = self.baseline
-        if base is None:
-            return dict(self.stored_results)
-        return {cid: with_speedups(r, base) for cid, r in self.stored_results.items()}
+        return self.stored_results if base is None else WithSpeedups(self.stored_results, base)
 
     def original(self, cid: str) -> Candidate:
         """A migrant copy's original (same code, measured once); anything else itself."""
@@ -134,12 +220,16 @@ class RunSnapshot:
 
 
 def read_snapshot(store: RunStore) -> RunSnapshot:
-    """Read a snapshot through the store's API, in one read transaction."""
+    """Read a snapshot through the store's API, in one read transaction (results and sources: which
+    exist, read when first used)."""
     with store.read():
         return RunSnapshot(
             run_dir=store.run_dir, config_json=store.config_json() or "",
-            candidates=tuple(store.list_candidates()), told=store.told_seqs(), stored_results=store.results(),
+            candidates=tuple(store.list_candidates()), told=store.told_seqs(),
+            stored_results=StoredRows(store.path, store.result_ids(), "results", "candidate_id", "body",
+                                      result_from_json),
             history=tuple(store.champion_history()), current=store.current_champion_ids(),
-            counters=store.counters(), kv=store.kv_items(), sources=store.sources(),
-            events=tuple(store.events()), outcomes=store.outcomes(),
+            counters=store.counters(), kv=store.kv_items(),
+            sources=StoredRows(store.path, store.source_hashes(), "blobs", "sha256", "text", str),
+            devices=store.result_devices(), events=tuple(store.events()), outcomes=store.outcomes(),
             taken_at=time.time())

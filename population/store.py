@@ -105,6 +105,9 @@ class RunStore(StoreFile):
         """Every source blob by sha256."""
         return dict(self._execute("SELECT sha256, text FROM blobs").fetchall())
 
+    def source_hashes(self) -> list[str]:
+        return [sha for (sha,) in self._execute("SELECT sha256 FROM blobs")]
+
     def source(self, sha256: str) -> str:
         text = self._one("SELECT text FROM blobs WHERE sha256 = ?", (sha256,))
         if text is None:
@@ -250,6 +253,13 @@ class RunStore(StoreFile):
     def results(self) -> dict[str, EvalResult]:
         """Every stored result by candidate id, as stored (times; speedups come from the snapshot)."""
         return {cid: result_from_json(body) for cid, body in self._execute("SELECT candidate_id, body FROM results")}
+
+    def result_ids(self) -> list[str]:
+        return [cid for (cid,) in self._execute("SELECT candidate_id FROM results")]
+
+    def result_devices(self) -> dict[str, int]:
+        """How many results each device name has (the column the results table keeps beside the body)."""
+        return dict(self._execute("SELECT device, count(*) FROM results GROUP BY device"))
 
     def get_result(self, cid: str) -> EvalResult | None:
         """The result recorded for this very candidate (a migrant copy has none)."""

@@ -237,6 +237,14 @@ def _lock(run_dir: Path, path: Path) -> int:
     return fd
 
 
+def read_connection(path: Path) -> sqlite3.Connection:
+    """A read-only connection to a store file, as a reader opens it (no ``-shm``/``-wal`` made)."""
+    conn = sqlite3.connect(_read_uri(path, True), uri=True, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA query_only = ON")
+    return conn
+
+
 def _read_uri(path: Path, readonly: bool) -> str:
     """The URI of the validating (and, for readers, the only) connection.  With no ``-wal``
     file beside the store no writer is live and the last one checkpointed, so a reader opens

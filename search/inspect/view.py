@@ -15,7 +15,7 @@ import re
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from kernels.floors import floors
 from kernels.suites import Case, get_suite
@@ -53,7 +53,7 @@ class RunView(LineageViews):
         self.candidates: list[Candidate] = list(snap.candidates)
         self.told = snap.told
         self.own_results = snap.stored_results  # as stored; ``results`` has the speedups
-        self.results: dict[str, EvalResult] = snap.results
+        self.results: Mapping[str, EvalResult] = snap.results
         self.history = list(snap.history)
         self.current = snap.current
         self.counters = snap.counters
@@ -205,7 +205,7 @@ class RunView(LineageViews):
     # --- run-level facts -------------------------------------------------------------------
 
     def device(self) -> str:
-        devices = Counter(r.device for r in self.own_results.values() if r.device)
+        devices = Counter({name: count for name, count in self.snapshot.devices.items() if name})
         return devices.most_common(1)[0][0] if devices else ""
 
     def device_is_gpu(self) -> bool:
@@ -213,9 +213,11 @@ class RunView(LineageViews):
         return bool(dev) and dev not in ("cpu", "fake") and not dev.startswith("cpu")
 
     def versions(self) -> dict[str, str]:
-        for r in ([self.baseline] if self.baseline else []) + list(self.own_results.values()):
-            if r is not None and r.versions:
-                return dict(r.versions)
+        if self.baseline is not None and self.baseline.versions:
+            return dict(self.baseline.versions)
+        for cid in self.own_results:  # read one by one: the first with versions will do
+            if self.own_results[cid].versions:
+                return dict(self.own_results[cid].versions)
         return {}
 
     def started(self) -> float | None:
