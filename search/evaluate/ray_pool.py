@@ -143,6 +143,7 @@ class _Slot:
     busy_s: float = 0.0  # time with at least one evaluation in flight (ended spells)
     busy_since: float | None = None  # the current spell's start, while one is in flight
     evaluations: int = 0
+    running: int = 0  # its flights (the pool's _flights on this slot)
     restarts: int = 0
     ping: Any = None  # an in-flight ping ref while the actor (re)starts
     ping_sent: float = 0.0
@@ -245,8 +246,9 @@ class RayPool:
         return [s for s in self.slots if s.ping is None and s.ready_at is not None]
 
     def _running(self, slot: _Slot) -> int:
-        """Requests in flight on the slot (at most ``lanes``)."""
-        return sum(1 for f in self._flights.values() if f.slot is slot)
+        """Requests in flight on the slot (at most ``lanes``): counted as they start and land, where
+        counting the flights for every slot at every admission grew as evaluators squared."""
+        return slot.running
 
     def _load(self, slot: _Slot) -> int:
         return self._running(slot) + len(slot.queue)
@@ -272,17 +274,19 @@ class RayPool:
         if self._room_cap <= self.lookahead:
             return
         now = time.monotonic()
-        for slot in self._ready():
-            if slot.room_ref is not None:
-                done, _ = ray.wait([slot.room_ref], timeout=0)
-                if not done:
-                    continue
+        slots = self._ready()
+        asked = {s.room_ref: s for s in slots if s.room_ref is not None}
+        if asked:  # one wait for all of them (one per slot was a round of calls per admission)
+            answered, _ = ray.wait(list(asked), num_returns=len(asked), timeout=0)
+            for ref in answered:
+                slot = asked[ref]
                 try:
-                    slot.room, slot.room_load = int(ray.get(slot.room_ref)), slot.room_ref_load
+                    slot.room, slot.room_load = int(ray.get(ref)), slot.room_ref_load
                 except RayError:
                     slot.room = 0
                 slot.room_ref = None
-            if now - slot.room_asked >= self.room_every_s:
+        for slot in slots:
+            if slot.room_ref is None and now - slot.room_asked >= self.room_every_s:
                 # Asked after the prefetches sent so far (one concurrency group, in order): the
                 # answer counts the requests it holds now.
                 slot.room_ref, slot.room_ref_load = slot.actor.compile_room.remote(), self._load(slot)
@@ -353,11 +357,13 @@ class RayPool:
         # bench jobs, each bounded by its own limits: the deadline grows with the lanes.
         deadline = now + request.deadline_s * max(1, self.lanes)
         self._flights[ref] = _Flight(slot=slot, request=request, started=now, deadline=deadline)
+        slot.running += 1
 
     def _landed(self, ref: Any) -> _Flight:
         """Take a flight off the books, ending its slot's busy spell if it was the last one."""
         flight = self._flights.pop(ref)
         slot = flight.slot
+        slot.running -= 1
         if slot.busy_since is not None and not self._running(slot):
             slot.busy_s += time.monotonic() - slot.busy_since
             slot.busy_since = None
