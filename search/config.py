@@ -112,7 +112,7 @@ class EvaluationConfig(_Section):
         "more while its compile processes would otherwise idle (cheap compiles keep the CPUs busy and the "
         "evaluator finds one ready); at or below compile_ahead: exactly compile_ahead")
     compile_ahead_total: Optional[int] = Field(
-        None, ge=1, description="candidates queued beyond the running ones over all evaluators together, about: "
+        64, ge=1, description="candidates queued beyond the running ones over all evaluators together, about: "
         "with many evaluators each queues fewer (at least one, its next compile; compile_ahead and the room-driven "
         "compile_ahead_max shrink to this total's share), so that the search does not hold hundreds of children "
         "proposed before their siblings' results came back; a lane that holds for a compiled candidate still takes "
