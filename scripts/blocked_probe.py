@@ -1,7 +1,8 @@
 """Time PARAMS variants of a family file in one process, and say where each one's device time goes.
 
-    python scripts/blocked_probe.py [--file kernels/families/cuda_blocked.py] --shape 640x512 [--shape 60x1024]
+    python scripts/blocked_probe.py [--file kernels/families/cuda_blocked.py] --shape 640x512[:PROFILE] [--shape 60x1024]
         --variant 'name:KEY=VALUE[,KEY=VALUE]' [--variant ...] [--rounds 5] [--calls 10] [--profile]
+        [--check PROFILE ...]
 
 A family file's PARAMS is a module-level dict its launch path reads on every call, so variants that
 differ only in PARAMS can share one process, one build of the CUDA extension and one input: the
@@ -10,7 +11,9 @@ once with the float64 verifier before it is timed, and each timing is the median
 median of ``--calls`` back-to-back calls timed with CUDA events.  The inputs are hundreds of MB, far
 above the L2, so back-to-back calls do not run from a warm cache.  ``--profile`` adds, per variant
 and shape, one call under torch.profiler with the device time per kernel name (top 6), so a change
-shows which kernel it moved.  Process-level effects (the 60x1024 modes in kernels/BENCHMARKS.md) are
+shows which kernel it moved.  ``--check PROFILE`` (repeatable) also verifies every variant at every
+shape on a fresh input of that profile (rankdef, mixed, ...: the paths a dense input never takes), and
+a variant that fails any check is not timed.  Process-level effects (the 60x1024 modes in kernels/BENCHMARKS.md) are
 the same for every variant here; compare variants within a run, and confirm a winner with
 scripts/param_ab.sh in fresh processes.
 """
@@ -103,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=10)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--check", action="append", default=[], help="verify on this input profile too")
     args = parser.parse_args(argv)
     module = load(args.file)
     base = dict(module.PARAMS)
@@ -112,18 +116,26 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             raise SystemExit(f"variant {name}: {args.file.name} has no parameter(s) {sorted(unknown)}")
     for shape in args.shape:
-        batch, n = (int(x) for x in shape.lower().split("x"))
-        a = generate_input(batch, n, 1.0, 11, "dense", device="cuda")
-        ok: dict[str, bool] = {}
-        for name, overrides in variants:
-            use(module, base, overrides)
-            try:
-                result = verify_qr(a, module.custom_kernel(a.clone()), None, exact_q=False)
-                ok[name] = result.ok
-                print(f"{shape} {name}: verify {'ok' if result.ok else 'FAILED'} {result.message}"[:200], flush=True)
-            except Exception as error:  # a variant without a kernel must not stop the others
-                ok[name] = False
-                print(f"{shape} {name}: error {type(error).__name__}: {error}"[:300], flush=True)
+        size, _, timed_profile = shape.partition(":")
+        batch, n = (int(x) for x in size.lower().split("x"))
+        a = generate_input(batch, n, 1.0, 11, timed_profile or "dense", device="cuda")
+        ok: dict[str, bool] = {name: True for name, _ in variants}
+        for seed, profile in enumerate([timed_profile or "dense", *args.check]):
+            checked = a if seed == 0 else generate_input(batch, n, 2.0, 100 + seed, profile, device="cuda")
+            for name, overrides in variants:
+                if not ok[name]:
+                    continue
+                use(module, base, overrides)
+                try:
+                    result = verify_qr(checked, module.custom_kernel(checked.clone()), None, exact_q=False)
+                    ok[name] = result.ok
+                    print(f"{shape} {name} {profile}: verify {'ok' if result.ok else 'FAILED'} {result.message}"[:240],
+                          flush=True)
+                except Exception as error:  # a variant without a kernel must not stop the others
+                    ok[name] = False
+                    print(f"{shape} {name} {profile}: error {type(error).__name__}: {error}"[:300], flush=True)
+            if seed:
+                del checked
         times: dict[str, list[float]] = defaultdict(list)
         for _ in range(args.rounds):
             for name, overrides in variants:

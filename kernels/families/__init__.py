@@ -210,10 +210,16 @@ _FAMILY_LIST = (
             "halves (about 2^-16 per product, the default for 512 <= n <= 1024: every qrv2-tests case passed "
             "at <= 0.45 of the gate's 20) or TF32 halves (2^-21, slower than cuBLAS FP32 at these shapes). "
             "Optionally the whole factorisation of a shape is captured once as a CUDA graph and replayed "
-            "(graph), removing per-panel host launches. Panels hold at most 1024 rows (nb 64 up to 512 rows, "
-            "32 or 16 up to 1024). It should win at moderate and large n with enough matrices to fill the GPU "
-            "(640x512, 60x1024); above max_n the file calls torch.geqrf (panels up to 4096 rows, 8 columns "
-            "wide, exist but ran 20 ms at 8x2048 and 92 ms at 2x4096 on an H200, far behind lookahead_split). "
+            "(graph), removing per-panel host launches. Register panels hold at most 1024 rows (nb 64 up to "
+            "512 rows, 32 or 16 up to 1024). Taller panels (n > 1024, panel_gt1024 = cholqr2) are Cholesky QR "
+            "twice over row chunks of many blocks a matrix (float64 Grams, the 32x32 factors on one block of "
+            "1024 threads), Householder vectors reconstructed from Q (Ballard et al.), and a per-matrix guard "
+            "(a tiny pivot, or Q1ᵀQ1 far from I) that sends a nearly dependent panel to a column-by-column "
+            "kernel; with plain TF32 updates above n = 1024 (update_gt1024, narrow_gt1024; the gate is "
+            "20·n·eps32 there) 8x2048 runs in 8.3 ms and 2x4096 in 16.0 ms on an H200 (lookahead_split 10.8 "
+            "and 23.4); the same leaves at n <= 1024 (panel_le512, panel_le1024) were measured slower. "
+            "It should win at moderate and large n with enough matrices to fill the GPU "
+            "(640x512, 60x1024) and at the tall cases; above max_n the file calls torch.geqrf. "
             "Measured on an H200 (GPU MODE's timed regions, session 15 defaults: panels of 32 in blocks of 64 "
             "at 384 < n <= 512 as 8 warps with two blocks an SM when matrices outnumber SMs, the first block "
             "read from the input instead of a copy, update tiles of 64 columns, CUDA graphs for n <= 384 and "
@@ -223,7 +229,7 @@ _FAMILY_LIST = (
             "bf16x3 updates 2.07 ms, the panels 2.25 ms; publishing reflectors with flags instead of the "
             "per-column barrier, and an update holding C's tile in shared memory (wmma), were measured slower."
         ),
-        n_range=(256, 1024),
+        n_range=(256, 4096),
         language="cuda",
     ),
 )

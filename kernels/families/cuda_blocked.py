@@ -51,10 +51,21 @@ and the replay's copy in and clone out would cost 0.6 ms.
 Panels of up to 384 rows are 64 columns wide (in blocks of 64) by default and of up to 512 rows
 32 (PARAMS: at 640x512 panels of 32 in blocks of 64 ran 12% faster than 64 in 128, at 40x352
 1.8x slower), up to 1024 rows 32 or 16, up to 2048 rows 16 or 8, up to 4096 rows 8: a block's
-registers hold the panel.  Above
-PARAMS["max_n"] (or without CUDA) the file calls torch.geqrf.  Above n = 1024 the
-factorisation is a few thousand launches, so it is replayed as a CUDA graph
-(PARAMS["graph_gt1024"]).  The build is cached by a hash of the source and target in
+registers hold the panel.  Above n = 1024 (PARAMS panel_gt1024 = "cholqr2", and where
+panel_le512 / panel_le1024 ask for it below) a panel is 32 columns of Cholesky QR twice instead: the
+Grams in float64 over row chunks of 64 (many blocks a matrix, summed by atomics), the 32x32 Cholesky
+factors, their inverses, and the Householder reconstruction (Ballard et al. 2014: Q1 - S = L U with
+the signs S chosen per step, V = [L; Q2 U^-1], R_H = S R, T = -U S L^-T) on one block of 1024
+threads holding an element each, then V's rows below the top block over the chunks again.  A matrix
+whose panel is nearly dependent (a pivot under 1e-12 of its column's square norm, or Q1ᵀQ1 more than
+0.1 from I) is flagged and factored column by column by a fallback kernel, so the path is exact for
+every input, whatever the rest of the batch holds.  The block merges' V1ᵀV2 over 1024 rows or more
+is split over those rows by a CUDA kernel (cuBLAS ran the long, thin product on a few blocks).  The
+updates above n = 1024 are plain TF32 through cuBLAS by default (PARAMS update_gt1024,
+narrow_gt1024): the residual gate there is 20·n·eps32, 4.9e-3 at 2048, and every stress profile
+passed at 2048 and 4096 on an H200.  Above PARAMS["max_n"] (or without CUDA) the file calls
+torch.geqrf.  Above n = 1024 the factorisation is a few thousand launches, so it is replayed as a CUDA
+graph (PARAMS["graph_gt1024"]).  The build is cached by a hash of the source and target in
 TORCH_EXTENSIONS_DIR (first call on a new source: about a minute of nvcc).
 """
 
@@ -67,7 +78,7 @@ import triton.language as tl
 
 # qrsearch: params
 PARAMS = {
-    'max_n': 1024,
+    'max_n': 4096,
     'nb_le384': 64,
     'block_le384': 64,
     'nb_le512': 32,
@@ -86,13 +97,20 @@ PARAMS = {
     'graph_gt1024': True,
     'update_lt512': 'fp32',
     'update_le1024': 'bf16x3',
-    'update_gt1024': 'fp32',
+    'update_gt1024': 'bf16x3',
     'apply_bn': 64,
     'apply_bm': 64,
     'apply_warps_le512': 4,
     'apply_warps_le1024': 4,
     'apply_warps_gt1024': 8,
     'apply_stages': 3,
+    'panel_le512': 'householder',
+    'panel_le1024': 'householder',
+    'panel_gt1024': 'cholqr2',
+    'cholqr_min_rows': 256,
+    'cross_min_rows': 1024,
+    'narrow_gt1024': 'split',
+    'narrow_cols_gt1024': 256,
 }
 # qrsearch: end params
 
@@ -444,6 +462,488 @@ panel_kernel(const float* S, float* H, float* __restrict__ TAU, float* __restric
     for (int c = threadIdx.x; c < w; c += W * 32) TAU[(size_t)blockIdx.x * n + k + c] = tau_all[c];
 }
 
+// ---- Cholesky QR leaves: a panel of up to 32 columns and any number of rows, over many blocks ----
+//
+// Cholesky QR twice (Grams in float64 over row chunks, summed by atomics; the 32x32 factors on one
+// block per matrix), then Householder vectors reconstructed from Q (Ballard et al. 2014: Q1 - S =
+// L U, S chosen per step so |U_jj| >= 1; V = [L; Q2 U^-1], R_H = S R, T = -U S L^-T).  A matrix
+// whose panel is nearly dependent (a Cholesky pivot under 1e-12 of its column's square norm, or
+// Q1ᵀQ1 more than 0.1 from I) is flagged and factored column by column by the fallback kernel.
+// The 32x32 work runs on 1024 threads, thread (warp i, lane j) holding element (i, j) in a
+// register: a step of a factorisation or a triangular inverse is one barrier, not a lane's sweep
+// over a row (one warp sweeping took 111 µs a leaf; kernels/BENCHMARKS.md).
+
+constexpr int QB = 32;        // widest leaf
+constexpr int QL = QB + 1;    // odd row stride of the float64 tiles
+constexpr int GROWS = 64;     // rows of a Gram or row-kernel chunk
+
+// Partial Gram X_cᵀX_c of the panel's rows chunk*GROWS.. (X = P, or P·M with M the first pass's
+// R^-1) added into acc (float64, 1024 a matrix, upper triangle; zeroed by its reader); 256 threads,
+// each a 2x2 tile of the Gram.  Matrices flagged by the first pass are skipped in the second.
+__global__ void __launch_bounds__(256) cholqr_gram_kernel(const float* S, int n, int k, int w, const double* M,
+                                                          long long mstride, double* acc, const int* flags) {
+    const int b = blockIdx.y, r0 = blockIdx.x * GROWS, tid = threadIdx.x;
+    if (M != nullptr && flags[b]) return;
+    __shared__ double x[GROWS][QL];
+    __shared__ double mm[QB][QL];
+    const int m = n - k;
+    const float* src = S + (size_t)b * n * n + (size_t)k * n + k;
+    for (int e = tid; e < GROWS * QB; e += 256) {
+        const int r = e / QB, q = e % QB;
+        x[r][q] = (r0 + r < m && q < w) ? (double)src[(size_t)(r0 + r) * n + q] : 0.0;
+    }
+    if (M != nullptr) {
+        const double* mb = M + (size_t)b * mstride;
+        for (int e = tid; e < QB * QB; e += 256) mm[e / QB][e % QB] = mb[e];
+        __syncthreads();
+        constexpr int PER = GROWS * QB / 256;
+        double y[PER];
+#pragma unroll
+        for (int u = 0; u < PER; ++u) {
+            const int e = tid + 256 * u, r = e / QB, j = e % QB;
+            double s = 0.0;
+#pragma unroll
+            for (int q = 0; q < QB; ++q) s = fma(x[r][q], mm[q][j], s);  // M is zero below its diagonal
+            y[u] = s;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < PER; ++u) {
+            const int e = tid + 256 * u;
+            x[e / QB][e % QB] = y[u];
+        }
+    }
+    __syncthreads();
+    // thread (ti, tj) of 16x16 owns Gram entries (ti + 16a, tj + 16c), a, c in {0, 1}
+    const int ti = tid >> 4, tj = tid & 15;
+    double g00 = 0.0, g01 = 0.0, g10 = 0.0, g11 = 0.0;
+#pragma unroll 8
+    for (int r = 0; r < GROWS; ++r) {
+        const double a0 = x[r][ti], a1 = x[r][ti + 16], c0 = x[r][tj], c1 = x[r][tj + 16];
+        g00 = fma(a0, c0, g00);
+        g01 = fma(a0, c1, g01);
+        g10 = fma(a1, c0, g10);
+        g11 = fma(a1, c1, g11);
+    }
+    double* out = acc + (size_t)b * QB * QB;
+    if (ti <= tj) atomicAdd(out + ti * QB + tj, g00);
+    atomicAdd(out + ti * QB + tj + 16, g01);
+    if (ti + 16 <= tj) atomicAdd(out + (ti + 16) * QB + tj, g10);  // never: kept for a wider tile
+    if (ti <= tj) atomicAdd(out + (ti + 16) * QB + tj + 16, g11);
+}
+
+// Element-parallel 32x32 steps on 1024 threads: thread (i, j) = (warp, lane).  A step's row goes
+// through shared memory (two buffers, so one barrier a step suffices), and only the warp that owns
+// the pivot row divides: 1024 float64 divisions a step kept every step at ~0.7 µs.
+
+// Upper Cholesky of the w x w block whose element (i, j), i <= j, this thread holds in x: on return
+// x holds R's element.  False (for every thread) where a pivot is not above rel times its column's
+// original square norm.  rows: 2 x QB of scratch, diag: QB, ok: 2.
+__device__ __forceinline__ bool cholesky_elem(double& x, int i, int j, int w, double rel, double* rows, double* diag,
+                                              int* ok) {
+    if (i == j) diag[j] = x;
+    __syncthreads();
+    for (int p = 0; p < w; ++p) {
+        double* row = rows + (p & 1) * QB;
+        if (i == p) {  // the pivot row: R's row p, and whether its pivot holds
+            const double d = __shfl_sync(0xffffffffu, x, p);
+            const bool good = d > rel * diag[p] && isfinite(d);
+            const double rinv = good ? 1.0 / sqrt(d) : 0.0;
+            if (j >= p) x *= rinv;
+            row[j] = x;
+            if (j == 0) ok[p & 1] = good;
+        }
+        __syncthreads();
+        if (!ok[p & 1]) return false;  // the same for every thread
+        if (i > p && j >= i && j < w) x = fma(-row[i], row[j], x);
+    }
+    return true;
+}
+
+// X = U^-1 for the upper triangular u (w x w, in shared memory): thread (i, j) returns X[i][j].
+__device__ __forceinline__ double upper_inverse_elem(const double (*u)[QL], int i, int j, int w, double* rows) {
+    double x = (i == j && i < w) ? 1.0 : 0.0;
+    __syncthreads();  // u is complete, and rows is free
+    for (int p = w - 1; p >= 0; --p) {
+        double* row = rows + (p & 1) * QB;
+        if (i == p) {
+            x *= 1.0 / u[p][p];
+            row[j] = x;
+        }
+        __syncthreads();
+        if (i < p) x = fma(-u[i][p], row[j], x);
+    }
+    return x;
+}
+
+// U^-1 (u upper triangular) and L^-1 (l's strictly lower part, unit diagonal) in one sweep: the
+// first solved from the last row up, the second from the first row down, a barrier a step for both.
+__device__ __forceinline__ void triangular_inverses_elem(const double (*u)[QL], const double (*l)[QL], int i, int j,
+                                                         int w, double* rows, double& xu, double& xl) {
+    xu = (i == j && i < w) ? 1.0 : 0.0;
+    xl = xu;
+    __syncthreads();
+    for (int s = 0; s < w; ++s) {
+        const int pu = w - 1 - s, pl = s;
+        double* urow = rows + (s & 1) * 2 * QB;
+        double* lrow = urow + QB;
+        if (i == pu) {
+            xu *= 1.0 / u[pu][pu];
+            urow[j] = xu;
+        }
+        if (i == pl) lrow[j] = xl;
+        __syncthreads();
+        if (i < pu) xu = fma(-u[i][pu], urow[j], xu);
+        if (i > pl && i < w) xl = fma(-l[i][pl], lrow[j], xl);
+    }
+}
+
+// (a b)[i][j] for upper triangular a and b: only q >= i contributes (b is zero below its diagonal),
+// and the bound is the same across a warp (i is the warp).
+__device__ __forceinline__ double upper_product_elem(const double (*a)[QL], const double (*b)[QL], int i, int j) {
+    double s = 0.0;
+#pragma unroll 4
+    for (int q = i; q < QB; ++q) s = fma(a[i][q], b[q][j], s);
+    return s;
+}
+
+// (a b)[i][j] over the full 32 (zeros outside the w x w blocks keep it exact).
+__device__ __forceinline__ double product_elem(const double (*a)[QL], const double (*b)[QL], int i, int j) {
+    double s = 0.0;
+#pragma unroll
+    for (int q = 0; q < QB; ++q) s = fma(a[i][q], b[q][j], s);
+    return s;
+}
+
+// The summed Gram's element (i, j) of the upper triangle (0 elsewhere), and acc zeroed for its next use.
+__device__ __forceinline__ double take_gram(double* acc, int b, int i, int j, int w) {
+    double* g = acc + (size_t)b * QB * QB;
+    const double v = (i <= j && j < w) ? g[i * QB + j] : 0.0;
+    g[i * QB + j] = 0.0;
+    return v;
+}
+
+// First pass: R1 = chol(Gram) and R1^-1 into small[b] (R1, R1^-1, N, spare), the flag set where the
+// panel is nearly dependent.
+__global__ void __launch_bounds__(1024) cholqr_first_kernel(double* acc, int w, double* small, int* flags) {
+    const int b = blockIdx.x, i = threadIdx.x >> 5, j = threadIdx.x & 31;
+    __shared__ double r[QB][QL];
+    __shared__ double rows[2 * QB], diag[QB];
+    __shared__ int ok[2];
+    double x = take_gram(acc, b, i, j, w);
+    const bool good = cholesky_elem(x, i, j, w, 1e-12, rows, diag, ok);
+    if (threadIdx.x == 0) flags[b] = good ? 0 : 1;
+    if (!good) return;
+    const bool upper = i <= j && j < w;
+    r[i][j] = upper ? x : 0.0;
+    const double inv = upper_inverse_elem(r, i, j, w, rows);
+    double* out = small + (size_t)b * 4 * QB * QB;
+    out[i * QB + j] = upper ? x : 0.0;
+    out[QB * QB + i * QB + j] = upper ? inv : 0.0;
+}
+
+// Second pass and the reconstruction: R2 = chol(Q1ᵀQ1), R = R2 R1, M = R1^-1 R2^-1, Q's top block
+// P1 M = L U + S, and the top block's outputs: H (S R on and above the diagonal, L below), tau,
+// T = -U S L^-T and Vᵀ's top rows; N = M U^-1 (V2 = P2 N) into small[b] for the rows below.
+__global__ void __launch_bounds__(1024) cholqr_second_kernel(const float* S, float* H, float* TAU, float* VT, float* T,
+                                                             int n, int k, int w, long long vstride, long long tstride,
+                                                             int ldt, double* acc, double* small, int* flags) {
+    const int b = blockIdx.x, i = threadIdx.x >> 5, j = threadIdx.x & 31;
+    if (flags[b]) return;
+    __shared__ double a0[QB][QL], a1[QB][QL], a2[QB][QL];
+    __shared__ double rows[4 * QB], diag[QB], sgn[QB], invu[2];
+    __shared__ int ok[2];
+    const bool in = i < w && j < w, upper = i <= j && j < w;
+    double x = take_gram(acc, b, i, j, w);
+    // Q1 must be nearly orthonormal for the second pass to finish the job
+    const bool far = upper && !(fabs(x - (i == j ? 1.0 : 0.0)) <= 0.1);
+    const bool good = !__syncthreads_or(far) && cholesky_elem(x, i, j, w, 0.5, rows, diag, ok);
+    if (!good) {
+        if (threadIdx.x == 0) flags[b] = 1;
+        return;
+    }
+    const double* sm = small + (size_t)b * 4 * QB * QB;
+    a0[i][j] = upper ? x : 0.0;                 // R2
+    a1[i][j] = sm[i * QB + j];                  // R1
+    __syncthreads();
+    const double rr = upper_product_elem(a0, a1, i, j);            // R = R2 R1
+    const double r2inv = upper_inverse_elem(a0, i, j, w, rows);    // (its first barrier orders the reads above)
+    a2[i][j] = r2inv;
+    a1[i][j] = sm[QB * QB + i * QB + j];        // R1^-1
+    __syncthreads();
+    const double mij = upper_product_elem(a1, a2, i, j);           // M = R1^-1 R2^-1
+    __syncthreads();
+    a0[i][j] = mij;
+    const float* src = S + (size_t)b * n * n + (size_t)k * n + k;
+    a1[i][j] = in ? (double)src[(size_t)i * n + j] : 0.0;          // P1
+    __syncthreads();
+    double a = product_elem(a1, a0, i, j);                         // Q1 = P1 M
+    for (int p = 0; p < w; ++p) {                                  // Q1 - S = L U, in place
+        double* row = rows + (p & 1) * QB;
+        double* col = rows + 2 * QB + (p & 1) * QB;
+        if (i == p) {
+            row[j] = a;
+            if (j == p) {
+                const double s = a >= 0.0 ? -1.0 : 1.0;
+                sgn[p] = s;
+                invu[p & 1] = 1.0 / (a - s);
+            }
+        }
+        if (j == p) col[i] = a;
+        __syncthreads();
+        const double inv = invu[p & 1];
+        if (i == p && j == p) {
+            a -= sgn[p];
+        } else if (i > p && j == p) {
+            a *= inv;
+        } else if (i > p && j > p) {
+            a = fma(-(col[i] * inv), row[j], a);
+        }
+    }
+    __syncthreads();
+    a2[i][j] = in ? a : 0.0;                    // U on and above the diagonal, L's multipliers below
+    a1[i][j] = upper ? a : 0.0;                 // U alone
+    double uinv, linv;
+    triangular_inverses_elem(a1, a2, i, j, w, rows, uinv, linv);
+    __syncthreads();
+    a1[i][j] = uinv;
+    __syncthreads();
+    double* nout = small + (size_t)b * 4 * QB * QB + 2 * QB * QB;
+    nout[i * QB + j] = upper_product_elem(a0, a1, i, j);           // N = M U^-1
+    __syncthreads();
+    a0[i][j] = linv;
+    __syncthreads();
+    double t = 0.0;                                                // T = -U S L^-T
+#pragma unroll 4
+    for (int q = i; q < QB; ++q) t = fma(a2[i][q] * sgn[q < w ? q : 0], a0[j][q], t);
+    t = upper ? -t : 0.0;
+    if (in) {
+        const size_t mat = (size_t)b * n * n;
+        H[mat + (size_t)(k + i) * n + k + j] = (float)(i <= j ? sgn[i] * rr : a);
+        T[(size_t)b * tstride + (size_t)i * ldt + j] = (float)t;
+        VT[(size_t)b * vstride + (size_t)j * n + i] = (float)(i > j ? a : (i == j ? 1.0 : 0.0));
+        if (i == j) TAU[(size_t)b * n + k + j] = (float)t;
+    }
+}
+
+// The rows below the top block: V = P2 N, into H and Vᵀ.
+__global__ void __launch_bounds__(256) cholqr_rows_kernel(const float* S, float* H, float* VT, int n, int k, int w,
+                                                          long long vstride, const double* small, const int* flags) {
+    const int b = blockIdx.y, r0 = blockIdx.x * GROWS, tid = threadIdx.x;
+    if (flags[b]) return;
+    __shared__ double x[GROWS][QL];
+    __shared__ double nn[QB][QL];
+    const int m = n - k;
+    const size_t mat = (size_t)b * n * n;
+    const float* src = S + mat + (size_t)k * n + k;
+    const double* nsrc = small + (size_t)b * 4 * QB * QB + 2 * QB * QB;
+    for (int e = tid; e < QB * QB; e += 256) nn[e / QB][e % QB] = nsrc[e];
+    for (int e = tid; e < GROWS * QB; e += 256) {
+        const int r = e / QB, q = e % QB, row = r0 + r;
+        x[r][q] = (row >= w && row < m && q < w) ? (double)src[(size_t)row * n + q] : 0.0;
+    }
+    __syncthreads();
+    constexpr int PER = GROWS * QB / 256;
+    double y[PER];
+#pragma unroll
+    for (int u = 0; u < PER; ++u) {
+        const int e = tid + 256 * u, r = e / QB, j = e % QB;
+        double s = 0.0;
+#pragma unroll
+        for (int q = 0; q < QB; ++q) s = fma(x[r][q], nn[q][j], s);  // N is zero below its diagonal
+        y[u] = s;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int u = 0; u < PER; ++u) {
+        const int e = tid + 256 * u;
+        x[e / QB][e % QB] = y[u];
+    }
+    __syncthreads();
+    float* h = H + mat + (size_t)k * n + k;
+    for (int e = tid; e < GROWS * QB; e += 256) {
+        const int r = e / QB, j = e % QB, row = r0 + r;
+        if (row >= w && row < m && j < w) h[(size_t)row * n + j] = (float)x[r][j];
+    }
+    float* vt = VT + (size_t)b * vstride;
+    for (int e = tid; e < GROWS * QB; e += 256) {
+        const int j = e / GROWS, r = e % GROWS, row = r0 + r;
+        if (row >= w && row < m && j < w) vt[(size_t)j * n + row] = (float)x[r][j];
+    }
+}
+
+// out[b] += A[b] B[b]ᵀ over one chunk of 64 positions of the long dimension: A is p x len, B q x len
+// (element (r, c) at r * row + c * pos, either stride 1), p <= 64 and q <= 64 a block (grid.z steps
+// q in tiles of 64).  A block merge's V1ᵀV2 (Vᵀ rows) and a narrow update's VᵀC (C's columns as B's
+// rows) split over their long dimension: cuBLAS ran these long, thin products on a few blocks (40 µs
+// a merge at 2x4096).  out (rows ldo apart) is zeroed by the caller.
+__global__ void __launch_bounds__(256) cross_kernel(const float* A, const float* B, float* out, int p, int q, int len,
+                                                    long long sa, long long sb, long long so, long long a_row,
+                                                    long long a_pos, long long b_row, long long b_pos, int ldo) {
+    const int b = blockIdx.y, c0 = blockIdx.x * 64, q0 = blockIdx.z * 64, tid = threadIdx.x;
+    __shared__ float a[64][65], bb[64][65];
+    const float* ab = A + (size_t)b * sa;
+    const float* bbase = B + (size_t)b * sb + (size_t)q0 * b_row;
+    const int qn = min(64, q - q0);
+    for (int e = tid; e < 64 * 64; e += 256) {
+        // consecutive threads take consecutive addresses: along the position where it is contiguous
+        const int r = a_pos == 1 ? e / 64 : e % 64, c = a_pos == 1 ? e % 64 : e / 64;
+        a[r][c] = (r < p && c0 + c < len) ? ab[r * a_row + (c0 + c) * a_pos] : 0.f;
+        const int rb = b_pos == 1 ? e / 64 : e % 64, cb = b_pos == 1 ? e % 64 : e / 64;
+        bb[rb][cb] = (rb < qn && c0 + cb < len) ? bbase[rb * b_row + (c0 + cb) * b_pos] : 0.f;
+    }
+    __syncthreads();
+    const int ti = tid >> 4, tj = tid & 15;  // a 4x4 tile: rows ti + 16 u, columns tj + 16 v
+    float acc[4][4] = {};
+#pragma unroll 4
+    for (int c = 0; c < 64; ++c) {
+        float av[4], bv[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) { av[u] = a[ti + 16 * u][c]; bv[u] = bb[tj + 16 * u][c]; }
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+#pragma unroll
+            for (int v = 0; v < 4; ++v) acc[u][v] = fmaf(av[u], bv[v], acc[u][v]);
+    }
+    float* ob = out + (size_t)b * so + q0;
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+            const int r = ti + 16 * u, c = tj + 16 * v;
+            if (r < p && c < qn) atomicAdd(ob + (size_t)r * ldo + c, acc[u][v]);
+        }
+}
+
+// C[b] = S[b] - V W over one chunk of 64 rows and 64 columns (grid.z): V given as Vᵀ (p x m, rows
+// vrow apart, p <= 64), W p x ncols (rows ldw apart), C and S m x ncols with rows ldc apart (S is C,
+// or the input laid out as C).  Exact FP32 on the CUDA cores: a narrow update's last product, where
+// cuBLAS took 23 µs a call on a few blocks.
+__global__ void __launch_bounds__(256) apply_rows_kernel(const float* S, float* C, const float* VT, const float* W,
+                                                         int m, int ncols, int p, long long sc, long long sv,
+                                                         long long sw, int ldc, int vrow, int ldw) {
+    const int b = blockIdx.y, r0 = blockIdx.x * 64, j0 = blockIdx.z * 64, tid = threadIdx.x;
+    __shared__ float v[64][65], w[64][65];
+    const float* vb = VT + (size_t)b * sv;
+    const float* wb = W + (size_t)b * sw;
+    for (int e = tid; e < 64 * 64; e += 256) {
+        const int q = e / 64, x = e % 64;
+        v[q][x] = (q < p && r0 + x < m) ? vb[(size_t)q * vrow + r0 + x] : 0.f;      // v[q][row]
+        w[q][x] = (q < p && j0 + x < ncols) ? wb[(size_t)q * ldw + j0 + x] : 0.f;   // w[q][column]
+    }
+    __syncthreads();
+    const size_t base = (size_t)b * sc;
+    for (int e = tid; e < 64 * 64; e += 256) {
+        const int r = e / 64, j = e % 64, row = r0 + r, col = j0 + j;
+        if (row >= m || col >= ncols) continue;
+        float x = S[base + (size_t)row * ldc + col];
+        for (int q = 0; q < p; ++q) x = fmaf(-v[q][r], w[q][j], x);
+        C[base + (size_t)row * ldc + col] = x;
+    }
+}
+
+// A flagged matrix's panel factored column by column (LAPACK conventions, float64 sums), one
+// block of 1024 threads per matrix, in H through the L2; the others return at once.
+__global__ void __launch_bounds__(1024) cholqr_fallback_kernel(const float* S, float* H, float* TAU, float* VT,
+                                                               float* T, int n, int k, int w, long long vstride,
+                                                               long long tstride, int ldt, const int* flags) {
+    const int b = blockIdx.x, tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    if (!flags[b]) return;
+    __shared__ double part[32];
+    __shared__ float taus[QB];
+    __shared__ float coef[2];  // tau, 1 / (alpha - beta)
+    __shared__ double g[QB][QL];
+    const int m = n - k;
+    const size_t mat = (size_t)b * n * n;
+    float* p = H + mat + (size_t)k * n + k;
+    if (S != H) {
+        const float* src = S + mat + (size_t)k * n + k;
+        for (int e = tid; e < m * w; e += 1024) p[(size_t)(e / w) * n + e % w] = src[(size_t)(e / w) * n + e % w];
+        __syncthreads();
+    }
+    for (int c = 0; c < w; ++c) {
+        double s = 0.0;
+        for (int i = c + 1 + tid; i < m; i += 1024) {
+            const double y = p[(size_t)i * n + c];
+            s = fma(y, y, s);
+        }
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0) part[wid] = s;
+        __syncthreads();
+        if (tid == 0) {
+            double tail2 = 0.0;
+            for (int q = 0; q < 32; ++q) tail2 += part[q];
+            const double alpha = p[(size_t)c * n + c];
+            if (tail2 > 0.0) {
+                const double nrm = sqrt(alpha * alpha + tail2);
+                const double beta = alpha >= 0.0 ? -nrm : nrm;
+                coef[0] = (float)((beta - alpha) / beta);
+                coef[1] = (float)(1.0 / (alpha - beta));
+                p[(size_t)c * n + c] = (float)beta;
+            } else {
+                coef[0] = 0.f;
+                coef[1] = 0.f;
+            }
+            taus[c] = coef[0];
+        }
+        __syncthreads();
+        const float tau = coef[0], scale = coef[1];
+        if (tau != 0.f)
+            for (int i = c + 1 + tid; i < m; i += 1024) p[(size_t)i * n + c] *= scale;
+        __syncthreads();
+        for (int j = c + 1 + wid; j < w && tau != 0.f; j += 32) {
+            double d = 0.0;
+            for (int i = c + 1 + lane; i < m; i += 32) d = fma((double)p[(size_t)i * n + c], (double)p[(size_t)i * n + j], d);
+            for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+            const float f = tau * (float)(d + (double)p[(size_t)c * n + j]);
+            __syncwarp();
+            if (lane == 0) p[(size_t)c * n + j] -= f;
+            for (int i = c + 1 + lane; i < m; i += 32) p[(size_t)i * n + j] = fmaf(-f, p[(size_t)i * n + c], p[(size_t)i * n + j]);
+        }
+        __syncthreads();
+    }
+    // Vᵀ, tau, then T from G = VᵀV by slarft's recurrence
+    float* vt = VT + (size_t)b * vstride;
+    for (int e = tid; e < w * m; e += 1024) {
+        const int j = e / m, i = e % m;
+        vt[(size_t)j * n + i] = i > j ? p[(size_t)i * n + j] : (i == j ? 1.f : 0.f);
+    }
+    if (tid < w) TAU[(size_t)b * n + k + tid] = taus[tid];
+    __syncthreads();
+    for (int e = wid; e < w * w; e += 32) {
+        const int i = e / w, j = e % w;
+        if (i >= j) continue;
+        double d = 0.0;
+        for (int r = j + lane; r < m; r += 32) {
+            const double vi = r == i ? 1.0 : (r > i ? (double)p[(size_t)r * n + i] : 0.0);
+            const double vj = r == j ? 1.0 : (double)p[(size_t)r * n + j];
+            d = fma(vi, vj, d);
+        }
+        for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+        if (lane == 0) g[i][j] = d;
+    }
+    __syncthreads();
+    float* t = T + (size_t)b * tstride;
+    if (tid < w) {
+        const int r = tid;
+        double row[QB];
+#pragma unroll
+        for (int c = 0; c < QB; ++c) row[c] = 0.0;
+        for (int c = 0; c < w; ++c) {
+            double value = 0.0;
+            if (c == r) {
+                value = taus[r];
+            } else if (c > r) {
+                double acc = 0.0;
+                for (int q = r; q < c; ++q) acc = fma(row[q], g[q][c], acc);
+                value = -(double)taus[c] * acc;
+            }
+            row[c] = value;
+            t[(size_t)r * ldt + c] = (float)value;
+        }
+    }
+}
+
 """
 
 # The host side: the launchers and the function Python calls.
@@ -535,6 +1035,99 @@ void panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// A Cholesky QR leaf: panel columns k..k+w (w <= 32) of S into H, tau, vt and t as panel() writes
+// them; acc (float64, batch x 1024, zero), small (float64, batch x 4096) and flags (int32, batch) are
+// workspaces (acc is left zero).  Flagged matrices take the column-by-column kernel.
+void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc,
+                  at::Tensor small, at::Tensor flags, int64_t k, int64_t w) {
+    TORCH_CHECK(H.is_cuda() && H.is_contiguous() && H.scalar_type() == at::kFloat && H.dim() == 3,
+                "cholqr_panel: H must be a contiguous batch x n x n float32 CUDA tensor");
+    TORCH_CHECK(S.is_cuda() && S.is_contiguous() && S.scalar_type() == at::kFloat && S.sizes() == H.sizes(),
+                "cholqr_panel: S must be a contiguous float32 CUDA tensor shaped as H");
+    const int n = (int)H.size(2);
+    const long long batch = H.size(0);
+    TORCH_CHECK(k >= 0 && w >= 1 && w <= QB && k + w <= n, "cholqr_panel: bad panel k=", k, " w=", w, " for n=", n);
+    TORCH_CHECK(acc.is_cuda() && acc.is_contiguous() && acc.scalar_type() == at::kDouble && acc.numel() >= batch * QB * QB,
+                "cholqr_panel: acc must hold batch x 1024 doubles");
+    TORCH_CHECK(small.is_cuda() && small.is_contiguous() && small.scalar_type() == at::kDouble &&
+                small.numel() >= batch * 4 * QB * QB, "cholqr_panel: small must hold batch x 4096 doubles");
+    TORCH_CHECK(flags.is_cuda() && flags.is_contiguous() && flags.scalar_type() == at::kInt && flags.numel() >= batch,
+                "cholqr_panel: flags must hold batch int32");
+    TORCH_CHECK(vt.is_cuda() && vt.scalar_type() == at::kFloat && vt.dim() == 3 && vt.stride(2) == 1 &&
+                vt.stride(1) == n && vt.size(0) == batch && vt.size(1) >= w && vt.size(2) >= n - k,
+                "cholqr_panel: vt must be a float32 CUDA window of rows n apart holding w x (n - k)");
+    TORCH_CHECK(t.is_cuda() && t.scalar_type() == at::kFloat && t.dim() == 3 && t.stride(2) == 1 &&
+                t.size(0) == batch && t.size(1) >= w && t.size(2) >= w, "cholqr_panel: t must be a float32 CUDA window holding w x w");
+    TORCH_CHECK(tau.is_cuda() && tau.is_contiguous() && tau.size(0) == batch && tau.size(1) == n,
+                "cholqr_panel: tau must be a contiguous batch x n float32 CUDA tensor");
+    if (batch == 0) return;
+    const c10::cuda::CUDAGuard guard(H.device());
+    const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    const float* s = S.data_ptr<float>();
+    float* h = H.data_ptr<float>();
+    double* g = acc.data_ptr<double>();
+    double* sm = small.data_ptr<double>();
+    int* f = flags.data_ptr<int>();
+    float *vtp = vt.data_ptr<float>(), *tp = t.data_ptr<float>(), *taup = tau.data_ptr<float>();
+    const long long vs = vt.stride(0), ts = t.stride(0);
+    const int ldt = (int)t.stride(1), kk = (int)k, ww = (int)w;
+    const dim3 grid((unsigned)((n - k + GROWS - 1) / GROWS), (unsigned)batch);
+    cholqr_gram_kernel<<<grid, 256, 0, stream>>>(s, n, kk, ww, nullptr, 0, g, f);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    cholqr_first_kernel<<<(unsigned)batch, 1024, 0, stream>>>(g, ww, sm, f);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    cholqr_gram_kernel<<<grid, 256, 0, stream>>>(s, n, kk, ww, sm + QB * QB, 4 * QB * QB, g, f);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    cholqr_second_kernel<<<(unsigned)batch, 1024, 0, stream>>>(s, h, taup, vtp, tp, n, kk, ww, vs, ts, ldt, g, sm, f);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    cholqr_rows_kernel<<<grid, 256, 0, stream>>>(s, h, vtp, n, kk, ww, vs, sm, f);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    cholqr_fallback_kernel<<<(unsigned)batch, 1024, 0, stream>>>(s, h, taup, vtp, tp, n, kk, ww, vs, ts, ldt, f);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// out += A Bᵀ for float32 CUDA tensors A (batch x p x len), B (batch x q x len) with any strides
+// whose rows or positions are contiguous, p <= 64; out batch x p x q with unit column stride.
+void cross(at::Tensor A, at::Tensor B, at::Tensor out) {
+    TORCH_CHECK(A.is_cuda() && B.is_cuda() && out.is_cuda() && A.scalar_type() == at::kFloat &&
+                B.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat && A.dim() == 3 && B.dim() == 3 &&
+                out.dim() == 3, "cross: float32 CUDA batch x rows x len tensors");
+    TORCH_CHECK((A.stride(2) == 1 || A.stride(1) == 1) && (B.stride(2) == 1 || B.stride(1) == 1) &&
+                out.stride(2) == 1 && A.size(2) == B.size(2) && A.size(0) == B.size(0) &&
+                out.size(0) == A.size(0) && out.size(1) == A.size(1) && out.size(2) == B.size(1) &&
+                A.size(1) <= 64, "cross: shapes or strides do not fit");
+    const long long batch = A.size(0), len = A.size(2);
+    if (batch == 0 || len == 0 || A.size(1) == 0 || B.size(1) == 0) return;
+    const c10::cuda::CUDAGuard guard(A.device());
+    const dim3 grid((unsigned)((len + 63) / 64), (unsigned)batch, (unsigned)((B.size(1) + 63) / 64));
+    cross_kernel<<<grid, 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+        A.data_ptr<float>(), B.data_ptr<float>(), out.data_ptr<float>(), (int)A.size(1), (int)B.size(1), (int)len,
+        (long long)A.stride(0), (long long)B.stride(0), (long long)out.stride(0), (long long)A.stride(1),
+        (long long)A.stride(2), (long long)B.stride(1), (long long)B.stride(2), (int)out.stride(1));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// C = S - V W with V given as vt (batch x p x m, unit column stride, p <= 64), W batch x p x ncols
+// and C, S batch x m x ncols (unit column stride, the same strides).
+void apply_rows(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor W) {
+    TORCH_CHECK(S.is_cuda() && C.is_cuda() && vt.is_cuda() && W.is_cuda() && C.scalar_type() == at::kFloat &&
+                S.scalar_type() == at::kFloat && vt.scalar_type() == at::kFloat && W.scalar_type() == at::kFloat,
+                "apply_rows: float32 CUDA tensors");
+    TORCH_CHECK(C.dim() == 3 && S.sizes() == C.sizes() && S.strides() == C.strides() && C.stride(2) == 1 &&
+                vt.stride(2) == 1 && W.stride(2) == 1 && vt.size(1) == W.size(1) && vt.size(2) == C.size(1) &&
+                W.size(2) == C.size(2) && vt.size(1) <= 64 && vt.size(0) == C.size(0) && W.size(0) == C.size(0),
+                "apply_rows: shapes or strides do not fit");
+    const long long batch = C.size(0), m = C.size(1), ncols = C.size(2);
+    if (batch == 0 || m == 0 || ncols == 0) return;
+    const c10::cuda::CUDAGuard guard(C.device());
+    const dim3 grid((unsigned)((m + 63) / 64), (unsigned)batch, (unsigned)((ncols + 63) / 64));
+    apply_rows_kernel<<<grid, 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+        S.data_ptr<float>(), C.data_ptr<float>(), vt.data_ptr<float>(), W.data_ptr<float>(), (int)m, (int)ncols,
+        (int)vt.size(1), (long long)C.stride(0), (long long)vt.stride(0), (long long)W.stride(0), (int)C.stride(1),
+        (int)vt.stride(1), (int)W.stride(1));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 """
 
 _CUDA_SOURCE = r"""
@@ -547,7 +1140,11 @@ namespace {
 """ + _DEVICE_SOURCE + "\n" + _HOST_SOURCE
 
 _CPP_SOURCE = ("void panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, int64_t k, int64_t w, "
-               "int64_t rpl, int64_t warps, int64_t cpw, int64_t minb);")
+               "int64_t rpl, int64_t warps, int64_t cpw, int64_t minb);\n"
+               "void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc, "
+               "at::Tensor small, at::Tensor flags, int64_t k, int64_t w);\n"
+               "void cross(at::Tensor A, at::Tensor B, at::Tensor out);\n"
+               "void apply_rows(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor W);")
 
 _EXTENSIONS = {}
 _GRAPHS = {}
@@ -562,7 +1159,7 @@ def _extension(device: torch.device):
 
         digest = hashlib.sha256((_CUDA_SOURCE + _CPP_SOURCE + arch).encode()).hexdigest()[:16]
         _EXTENSIONS[arch] = load_inline(
-            name="qr_blocked_" + digest, cpp_sources=_CPP_SOURCE, cuda_sources=_CUDA_SOURCE, functions=["panel"],
+            name="qr_blocked_" + digest, cpp_sources=_CPP_SOURCE, cuda_sources=_CUDA_SOURCE, functions=["panel", "cholqr_panel", "cross", "apply_rows"],
             extra_cflags=["-O3"], extra_cuda_cflags=["-O3", "-gencode=arch=compute_%s,code=sm_%s" % (arch, arch)],
         )
     return _EXTENSIONS[arch]
@@ -578,11 +1175,21 @@ def _widths(n: int) -> tuple[int, int]:
         nb, block = PARAMS["nb_le512"], PARAMS["block_le512"]
     elif n <= 1024:
         nb, block = PARAMS["nb_le1024"], PARAMS["block_le1024"]
+    elif PARAMS["panel_gt1024"] == "cholqr2":
+        nb, block = 32, PARAMS["block_gt1024"]
     elif n <= 2048:
         nb, block = PARAMS["nb_le2048"], PARAMS["block_gt1024"]
     else:
         nb, block = 8, PARAMS["block_gt1024"]
     return nb, max(nb, block)
+
+
+def _cholqr_leaf(n: int, m: int, width: int) -> bool:
+    """Whether a leaf of `width` columns and m rows is factored by Cholesky QR twice over row chunks
+    (many blocks a matrix) rather than by the one-block register kernel (which holds at most 1024
+    rows of a 32-wide panel)."""
+    algorithm = PARAMS["panel_le512" if n <= 512 else "panel_le1024" if n <= 1024 else "panel_gt1024"]
+    return algorithm == "cholqr2" and width <= 32 and (m > 1024 or m >= PARAMS["cholqr_min_rows"])
 
 
 def _rows_per_lane(m: int) -> int:
@@ -616,17 +1223,29 @@ def _shape(nb: int, rpl: int, batch: int, sms: int) -> tuple[int, int, int]:
     return 8, 1, 1
 
 
-def _apply(c: torch.Tensor, v_t: torch.Tensor, t: torch.Tensor, src: torch.Tensor | None = None) -> None:
+def _apply(c: torch.Tensor, v_t: torch.Tensor, t: torch.Tensor, src: torch.Tensor | None = None, ext=None) -> None:
     """c <- (I - V T Vᵀ)ᵀ src (src defaults to c; else a view of the input laid out as c) with
-    v_t = Vᵀ: three cuBLAS FP32 GEMMs, or the Triton kernel's split tensor-core products
-    (PARAMS update_*: "tf32x3" or "bf16x3")."""
+    v_t = Vᵀ: three cuBLAS FP32 GEMMs, the Triton kernel's tensor-core products (PARAMS update_*:
+    "tf32", one TF32 product, or "tf32x3" / "bf16x3", three split ones), or, for a narrow update of
+    a tall matrix (PARAMS narrow_gt1024 = "split"), VᵀC split over the rows and C -= V·(TᵀW) by
+    row chunks, both in exact FP32 on the CUDA cores."""
     n = c.stride(1)  # c is a view of H
     mode = PARAMS["update_lt512" if n < 512 else "update_le1024" if n <= 1024 else "update_gt1024"]
+    width = v_t.shape[1]
+    source = c if src is None else src
+    if n > 1024 and c.shape[2] <= PARAMS["narrow_cols_gt1024"]:
+        # A few columns of a tall matrix: a Triton program per column tile would leave the GPU idle.
+        mode = PARAMS["narrow_gt1024"]
+        if mode == "split" and width <= 64 and ext is not None and c.numel():
+            w = torch.zeros((c.shape[0], width, c.shape[2]), dtype=c.dtype, device=c.device)
+            ext.cross(v_t, source.transpose(1, 2), w)
+            ext.apply_rows(source, c, v_t, torch.bmm(t.transpose(1, 2), w))
+            return
+        if mode == "split":
+            mode = "fp32"
     warps = PARAMS["apply_warps_le512" if n <= 512 else "apply_warps_le1024" if n <= 1024 else "apply_warps_gt1024"]
     if mode != "fp32" and c.stride(2) == 1 and c.numel() and c.shape[0] < 65536:  # grid's y limit
-        source = c if src is None else src
         assert source.stride() == c.stride()
-        width = v_t.shape[1]
         bn = PARAMS["apply_bn"]
         _apply_kernel[(triton.cdiv(c.shape[2], bn), c.shape[0])](
             source, c, v_t, t, c.shape[1], c.shape[2], width, c.stride(0), c.stride(1), v_t.stride(0),
@@ -641,7 +1260,7 @@ def _apply(c: torch.Tensor, v_t: torch.Tensor, t: torch.Tensor, src: torch.Tenso
 
 
 def _block(ext, S: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, vt: torch.Tensor, t: torch.Tensor, k: int,
-           width: int, nb: int, sms: int) -> None:
+           width: int, nb: int, sms: int, work: tuple) -> None:
     """Factor columns k..k+width of S into H (rows k..n; S is H, or the input while H does not
     hold these columns yet): on return vt[:, :width, :n-k] holds Vᵀ (rows relative to k) and
     t[:, :width, :width] the block's T.  Wider than a panel: the left part, its reflector applied
@@ -649,18 +1268,35 @@ def _block(ext, S: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, vt: torch.T
     n = H.shape[-1]
     m = n - k
     if width <= nb:
-        rpl = _rows_per_lane(m)
-        ext.panel(S, H, tau, vt, t, k, width, rpl, *_shape(nb, rpl, H.shape[0], sms))
+        if _cholqr_leaf(n, m, width):
+            ext.cholqr_panel(S, H, tau, vt, t, *work, k, width)
+        else:
+            rpl = _rows_per_lane(m)
+            ext.panel(S, H, tau, vt, t, k, width, rpl, *_shape(nb, rpl, H.shape[0], sms))
         return
     w1 = nb * -(-width // (2 * nb))  # half, rounded up to whole panels
-    _block(ext, S, H, tau, vt, t, k, w1, nb, sms)
+    _block(ext, S, H, tau, vt, t, k, w1, nb, sms, work)
     right = slice(k + w1, k + width)
-    _apply(H[:, k:, right], vt[:, :w1, :m], t[:, :w1, :w1], None if S is H else S[:, k:, right])
+    _apply(H[:, k:, right], vt[:, :w1, :m], t[:, :w1, :w1], None if S is H else S[:, k:, right], ext)
     vt[:, w1:width, :w1].zero_()  # V2 is zero above its first row
-    _block(ext, H, H, tau, vt[:, w1:, w1:], t[:, w1:, w1:], k + w1, width - w1, nb, sms)
-    cross = torch.bmm(vt[:, :w1, w1:m], vt[:, w1:width, w1:m].transpose(1, 2))
+    _block(ext, H, H, tau, vt[:, w1:, w1:], t[:, w1:, w1:], k + w1, width - w1, nb, sms, work)
+    if m >= PARAMS["cross_min_rows"] and width <= 128:
+        # V1ᵀV2 split over its m rows: cuBLAS ran this long, thin product on a few blocks
+        cross = torch.zeros((H.shape[0], w1, width - w1), dtype=H.dtype, device=H.device)
+        ext.cross(vt[:, :w1, w1:m], vt[:, w1:width, w1:m], cross)
+    else:
+        cross = torch.bmm(vt[:, :w1, w1:m], vt[:, w1:width, w1:m].transpose(1, 2))
     t[:, :w1, w1:width] = -torch.bmm(torch.bmm(t[:, :w1, :w1], cross), t[:, w1:width, w1:width])
     t[:, w1:width, :w1].zero_()
+
+
+def _workspace(batch: int, n: int, device: torch.device) -> tuple:
+    """The Cholesky QR leaves' scratch: the Gram accumulator (zero between uses), the small factors, the flags."""
+    if PARAMS["panel_le512" if n <= 512 else "panel_le1024" if n <= 1024 else "panel_gt1024"] != "cholqr2":
+        return ()
+    return (torch.zeros((batch, 1024), dtype=torch.float64, device=device),
+            torch.empty((batch, 4096), dtype=torch.float64, device=device),
+            torch.empty((batch,), dtype=torch.int32, device=device))
 
 
 def _factor(H: torch.Tensor, tau: torch.Tensor, A: torch.Tensor | None = None) -> None:
@@ -674,13 +1310,14 @@ def _factor(H: torch.Tensor, tau: torch.Tensor, A: torch.Tensor | None = None) -
     vt = torch.empty((batch, block, n), dtype=H.dtype, device=H.device)
     t = torch.empty((batch, block, block), dtype=H.dtype, device=H.device)
     source = H if A is None else A
+    work = _workspace(batch, n, H.device)
     for k in range(0, n, block):
         width = min(block, n - k)
-        _block(ext, source, H, tau, vt, t, k, width, nb, sms)
+        _block(ext, source, H, tau, vt, t, k, width, nb, sms, work)
         if k + width < n:
             rest = slice(k + width, n)
             _apply(H[:, k:, rest], vt[:, :width, :n - k], t[:, :width, :width],
-                   None if source is H else source[:, k:, rest])
+                   None if source is H else source[:, k:, rest], ext)
         source = H
 
 

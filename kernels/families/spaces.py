@@ -9,10 +9,11 @@ so ``render_params(source, space.as_params())`` always fits the file.
 Every assignment a space accepts is correct for every n (the kernels clamp
 and mask, and fall back where a size is out of range); the cross-field rules
 only drop assignments that cannot launch (register or shared-memory budgets
-of one H200 SM) or are known to waste a trial.  Plain ``"tf32"`` is not a
-choice for any GEMM: it failed the residual gate (scaled residual 47-102 > 20)
-on the rankdef, clustered, band, rowscale and mixed n=512 cases on an H200
-(docs/device-runs/run1).
+of one H200 SM) or are known to waste a trial.  Plain ``"tf32"`` is a choice
+only above n = 1024, where the residual gate (20·n·eps32) is wide enough: it
+failed (scaled residual 47-102 > 20) on the rankdef, clustered, band, rowscale
+and mixed n=512 cases on an H200 (docs/device-runs/run1), and passed every
+profile at 2048 and 4096 (kernels/BENCHMARKS.md, session 17).
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ Precision = Literal["ieee", "tf32x3"]
 # A trailing update through cuBLAS in exact FP32, or the family's Triton kernel with split
 # TF32 or bf16 tensor-core products (three per product, FP32 accumulation).
 Update = Literal["fp32", "tf32x3", "bf16x3"]
+# Above n = 1024 the residual gate is 20·n·eps32 (4.9e-3 at 2048): one plain TF32 product in the
+# Triton kernel is a choice there, which the verifier keeps or rejects.
+TallUpdate = Literal["fp32", "tf32", "tf32x3", "bf16x3"]
+# A panel factored column by column in one block's registers, or by Cholesky QR twice over row
+# chunks with Householder vectors reconstructed (a nearly dependent panel falls back per matrix).
+PanelAlgorithm = Literal["householder", "cholqr2"]
 
 # One H200 SM: 64K 32-bit registers, up to 227 KB shared memory per block.
 REGISTERS_PER_SM = 65536
@@ -175,7 +182,7 @@ class CudaBlockedSpace(ParamSpace):
     tensor-core products whose programs own ``apply_bn`` columns and walk ``apply_bm`` rows at
     a time, in ``apply_warps_*`` warps)."""
 
-    max_n: Annotated[int, Choice(512, 1024, 2048, 4096)] = 1024
+    max_n: Annotated[int, Choice(512, 1024, 2048, 4096)] = 4096
     # n ≤ 384 and 384 < n ≤ 512 apart: at 640x512 panels of 32 in blocks of 64 were 12% faster
     # than 64 in 128 in every process, at 40x352 1.8x slower (run m's A/B, kernels/BENCHMARKS.md).
     nb_le384: Annotated[int, Choice(16, 32, 64)] = 64
@@ -205,7 +212,7 @@ class CudaBlockedSpace(ParamSpace):
     graph_gt1024: bool = True
     update_lt512: Update = "fp32"
     update_le1024: Update = "bf16x3"
-    update_gt1024: Update = "fp32"
+    update_gt1024: TallUpdate = "bf16x3"
     # 64 after session 15's panel and input changes: 640x512 -4%, 60x1024 -2% against 32, one process
     apply_bn: Annotated[int, Choice(32, 64, 128)] = 64
     apply_bm: Annotated[int, Choice(32, 64, 128)] = 64
@@ -217,6 +224,21 @@ class CudaBlockedSpace(ParamSpace):
     apply_warps_le1024: Annotated[int, Choice(4, 8)] = 4
     apply_warps_gt1024: Annotated[int, Choice(4, 8)] = 8
     apply_stages: Annotated[int, Choice(1, 2, 3)] = 3
+    # The panel algorithm per size class (n ≤ 512, ≤ 1024, above); above 1024 with cholqr2 the
+    # leaves are 32 wide whatever nb_le2048 says.  Cholesky QR leaves of fewer than cholqr_min_rows
+    # rows use the register kernel.  A block merge's V1ᵀV2 over at least cross_min_rows rows is split
+    # over those rows by a CUDA kernel instead of one cuBLAS product (40 µs a merge at 2x4096).
+    panel_le512: PanelAlgorithm = "householder"
+    panel_le1024: PanelAlgorithm = "householder"
+    panel_gt1024: PanelAlgorithm = "cholqr2"
+    cholqr_min_rows: Annotated[int, Choice(64, 128, 256, 512, 1024)] = 256
+    cross_min_rows: Annotated[int, Choice(256, 512, 1024, 4096)] = 1024
+    # Updates of at most narrow_cols_gt1024 columns above n = 1024 (inside a block, and the last
+    # ones): "split" computes VᵀC split over the rows and C -= V·(TᵀW) by row chunks in exact FP32 on
+    # the CUDA cores (V at most 64 wide; wider ones take cuBLAS FP32), "fp32" is cuBLAS (a few blocks
+    # for these long, thin products), "tf32" the Triton kernel (a program per column tile).
+    narrow_gt1024: Literal["split", "fp32", "tf32"] = "split"
+    narrow_cols_gt1024: Annotated[int, Choice(0, 128, 256, 512)] = 256
 
     @model_validator(mode="after")
     def _blocks_hold_whole_panels(self) -> "CudaBlockedSpace":
