@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows = kernel_times(module.custom_kernel, a)
                 total = sum(ms for _, ms, _ in rows)
                 print(f"  profile {shape} {name}: {total:.3f} ms on device")
-                for kname, ms, count in rows[:6]:
+                for kname, ms, count in rows[:10]:
                     print(f"    {ms:7.3f} ms {count:5d}x  {kname}")
         print(flush=True)
         use(module, base, {})

@@ -17,7 +17,7 @@ S640=dense-640x512-c2,mixed-640x512-c2,rankdef-640x512-c0,clustered-640x512-c0,r
 S1024=dense-60x1024-c2,mixed-60x1024-c2,nearrank-60x1024-c0
 bench cuda_onchip dense-20x32-c1,dense-40x176-c1
 bench lookahead_split dense-40x352-c1,dense-8x2048-c1,dense-2x4096-c1
-bench cuda_blocked "dense-40x176-c1,dense-40x352-c1,$S640,$S1024"
+bench cuda_blocked "dense-40x176-c1,dense-40x352-c1,$S640,$S1024,dense-8x2048-c1,dense-2x4096-c1"
 for f in cuda_onchip lookahead_split cuda_blocked; do
   timeout 200 python3 -m search verify "kernels/families/$f.py" --suite qrv2-tests > "$OUT/verify_$f.txt" 2>&1
   stamp "verify $f on qrv2-tests: exit $? ($(grep -o '[0-9]*/[0-9]* cases passed' "$OUT/verify_$f.txt"))"

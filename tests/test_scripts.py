@@ -238,3 +238,44 @@ def test_blocked_probe_variants_override_params_and_drop_graphs_captured_under_o
     assert module.PARAMS == {"a": 5, "b": 2} and module._GRAPHS == {}
     use(module, base, {})
     assert module.PARAMS == base
+
+
+def _bench_doc(family: str, cases: dict[str, float | None]) -> dict:
+    """A `qrsearch bench --json` document of a family file: None marks a failed case."""
+    return {"candidate": f"kernels/families/{family}.py",
+            "cases": [{"name": name, "status": "ok" if ms else "fail", "timing": {"median_ms": ms} if ms else None}
+                      for name, ms in cases.items()]}
+
+
+def test_composite_file_routes_each_shape_to_its_best_passing_family_and_runs(tmp_path, monkeypatch):
+    """The defaults' composite (what GPU MODE's runner times): per shape the family with the best
+    geomean over the shape's cases, never one that failed a case of it; the file passes the static
+    screen and factors correctly through the route (on CPU, the families' torch.geqrf fallback)."""
+    from composite_file import build, routes_from_benches
+
+    from kernels.candidate import load_candidate, materialize
+    from kernels.harness.screen import screen_source
+    from kernels.inputs import generate_input
+    from kernels.verify import verify_qr
+
+    docs = {"cuda_blocked": {"dense-640x512-c2": 5.0, "mixed-640x512-c2": 5.1, "dense-2x4096-c1": 18.0,
+                             "dense-40x352-c1": 0.9},
+            "lookahead_split": {"dense-640x512-c2": 4.0, "mixed-640x512-c2": None, "dense-2x4096-c1": 23.0,
+                                "dense-40x352-c1": 0.66}}
+    paths = []
+    for family, cases in docs.items():
+        path = tmp_path / f"{family}.json"
+        path.write_text(json.dumps(_bench_doc(family, cases)))
+        paths.append(path)
+    routes = routes_from_benches(paths)
+    # lookahead_split is faster on dense 640x512 but failed the mixed case of that shape
+    assert {shape: fam for shape, (fam, _, _) in routes.items()} == {
+        (640, 512): "cuda_blocked", (2, 4096): "cuda_blocked", (40, 352): "lookahead_split"}
+    assert math.isclose(routes[(640, 512)][1], math.sqrt(5.0 * 5.1))
+    source = build(routes, "cuda_blocked")
+    assert screen_source(source) == []
+    assert "(640, 512): 'cuda_blocked'" in source and "(40, 352): 'lookahead_split'" in source
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    kernel = load_candidate(materialize(source, tmp_path / "composite"))
+    a = generate_input(2, 24, 1.0, 3, "mixed")
+    assert verify_qr(a, kernel(a.clone()), None).ok
