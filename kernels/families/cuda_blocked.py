@@ -1184,12 +1184,15 @@ def _widths(n: int) -> tuple[int, int]:
     return nb, max(nb, block)
 
 
+def _panel_algorithm(n: int) -> str:
+    return PARAMS["panel_le512" if n <= 512 else "panel_le1024" if n <= 1024 else "panel_gt1024"]
+
+
 def _cholqr_leaf(n: int, m: int, width: int) -> bool:
     """Whether a leaf of `width` columns and m rows is factored by Cholesky QR twice over row chunks
     (many blocks a matrix) rather than by the one-block register kernel (which holds at most 1024
     rows of a 32-wide panel)."""
-    algorithm = PARAMS["panel_le512" if n <= 512 else "panel_le1024" if n <= 1024 else "panel_gt1024"]
-    return algorithm == "cholqr2" and width <= 32 and (m > 1024 or m >= PARAMS["cholqr_min_rows"])
+    return _panel_algorithm(n) == "cholqr2" and width <= 32 and (m > 1024 or m >= PARAMS["cholqr_min_rows"])
 
 
 def _rows_per_lane(m: int) -> int:
@@ -1280,8 +1283,9 @@ def _block(ext, S: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, vt: torch.T
     _apply(H[:, k:, right], vt[:, :w1, :m], t[:, :w1, :w1], None if S is H else S[:, k:, right], ext)
     vt[:, w1:width, :w1].zero_()  # V2 is zero above its first row
     _block(ext, H, H, tau, vt[:, w1:, w1:], t[:, w1:, w1:], k + w1, width - w1, nb, sms, work)
-    if m >= PARAMS["cross_min_rows"] and width <= 128:
-        # V1ᵀV2 split over its m rows: cuBLAS ran this long, thin product on a few blocks
+    if m >= PARAMS["cross_min_rows"] and w1 <= 64:
+        # V1ᵀV2 split over its m rows (the kernel takes V1 of up to 64 columns): cuBLAS ran this
+        # long, thin product on a few blocks
         cross = torch.zeros((H.shape[0], w1, width - w1), dtype=H.dtype, device=H.device)
         ext.cross(vt[:, :w1, w1:m], vt[:, w1:width, w1:m], cross)
     else:
@@ -1292,7 +1296,7 @@ def _block(ext, S: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, vt: torch.T
 
 def _workspace(batch: int, n: int, device: torch.device) -> tuple:
     """The Cholesky QR leaves' scratch: the Gram accumulator (zero between uses), the small factors, the flags."""
-    if PARAMS["panel_le512" if n <= 512 else "panel_le1024" if n <= 1024 else "panel_gt1024"] != "cholqr2":
+    if _panel_algorithm(n) != "cholqr2":
         return ()
     return (torch.zeros((batch, 1024), dtype=torch.float64, device=device),
             torch.empty((batch, 4096), dtype=torch.float64, device=device),
