@@ -118,9 +118,10 @@ class SearchLoop:
         self.run.store.set_rng_state(DRIVER_RNG, rng_state_to_json(self.rng))
 
     def start(self) -> None:
-        """Queue what a previous session left pending or running, oldest first; baseline first."""
+        """Queue what a previous session left pending or running, oldest first; the baseline first, then
+        the engineer's candidates (injected while the run was stopped: a live run takes them next too)."""
         pending = self.run.requeue_inflight()
-        pending.sort(key=lambda c: (c.family != BASELINE_FAMILY, c.created_at, c.id))
+        pending.sort(key=lambda c: (c.family != BASELINE_FAMILY, c.origin is not Origin.HUMAN, c.created_at, c.id))
         for c in pending:
             self.queue.push(c, self.run.source(c))  # the only read of their sources
         if pending:
