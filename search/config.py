@@ -367,7 +367,7 @@ class RunConfig(_Section):
 
         cuda = [f.name for f in self.families if FAMILIES[f.name].needs_cuda]
         if cuda and self.evaluation.device == "cpu":
-            raise ValueError(f"families {cuda} are CUDA C++ and need a GPU, but evaluation.device is cpu; "
+            raise ValueError(f"families: {cuda} are CUDA C++ and need a GPU, but evaluation.device is cpu; "
                              "leave them out of a CPU run")
         return self
 
@@ -379,8 +379,8 @@ class RunConfig(_Section):
             names = [c.name for c in get_suite(self.evaluation.bench_suite)]
             unknown = [c for c in self.focus.cases if c not in names]
             if unknown:
-                raise ValueError(f"focus cases {unknown} are not in bench suite {self.evaluation.bench_suite} "
-                                 f"(its cases: {', '.join(names)})")
+                raise ValueError(f"focus.cases: {', '.join(unknown)} not in bench suite "
+                                 f"{self.evaluation.bench_suite} (its cases: {', '.join(names)})")
         return self
 
     @property
@@ -412,7 +412,7 @@ class RunConfig(_Section):
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+            raise ConfigError(f"{source}: not valid YAML: {_yaml_problem(exc)}") from None
         if data is None:
             data = {}
         if not isinstance(data, dict):
@@ -439,15 +439,40 @@ def _default_families(cuda: bool = True) -> list[str]:
     return [name for name, fam in FAMILIES.items() if not fam.baseline and (cuda or not fam.needs_cuda)]
 
 
-def _explain(exc: ValidationError, source: str) -> str:
-    lines = [f"{source}: invalid run config"]
+def problems(exc: ValidationError) -> list[tuple[str, str]]:
+    """``(field path, message)`` per error, in words: no "Value error, " prefix, and a check of the
+    whole config (which pydantic places nowhere) placed at the field its message names first."""
+    out = []
     for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        message = err["msg"]
+        where = ".".join(str(p) for p in err["loc"])
+        message = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             message = "unknown field (check the spelling; see docs/config.md)"
-        lines.append(f"  {where}: {message}")
+        if not where:
+            named, sep, rest = message.partition(": ")
+            if sep and re.fullmatch(r"[a-z_]+(\.[a-z_]+)*", named):
+                where, message = named, rest
+        out.append((where or "(top level)", message))
+    return out
+
+
+def _explain(exc: ValidationError, source: str) -> str:
+    lines = [f"{source}: invalid run config"]
+    lines += [f"  {where}: {message}" for where, message in problems(exc)]
     return "\n".join(lines)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's complaint in one line, placed by line and column (its own text names the stream
+    ``<unicode string>``, not the file)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or type(exc).__name__
+    context, context_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    text = f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark is not None else str(problem)
+    if context:
+        text += f" ({context}" + (f" from line {context_mark.line + 1}, column {context_mark.column + 1}"
+                                  if context_mark is not None else "") + ")"
+    return text
 
 
 def default_config(cuda: bool) -> RunConfig:
