@@ -476,13 +476,24 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
 
 
 def default_config(cuda: bool) -> RunConfig:
-    """The embedded default of ``qrsearch launch`` with no arguments."""
+    """The embedded default of ``qrsearch launch`` with no arguments: with a GPU, the real search; without
+    one, a demonstration of the loop that shows children, champion changes and a lineage within minutes
+    (two Triton families, one island each, the CPU suites, short timing: in the interpreter a case is
+    a Python loop, and its times rank nothing)."""
     if cuda:
         return RunConfig(name="default-gpu", budget=BudgetConfig(max_evals=200, max_minutes=20))
     return RunConfig(
         name="default-cpu",
-        families=[FamilySpec(name=n) for n in _default_families(cuda=False)],
+        families=[FamilySpec(name=name, islands=1, island_size=4) for name in CPU_DEMO_FAMILIES],
         evaluation=EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu", profile=False,
-                                    timing=TimingPolicy(max_seconds=0.3)),
-        budget=BudgetConfig(max_evals=24, max_minutes=4),
+                                    timing=TimingPolicy(warmup_calls=1, min_reps=2, max_seconds=0.2),
+                                    limits=RunLimits(case_timeout_s=120), duel_below_ms=0.0),
+        budget=BudgetConfig(max_evals=16, max_minutes=6),
+        maturation=MaturationSettings(tuning_budget=3),
+        migration=MigrationSettings(every_evals=4),
     )
+
+
+# The CPU demonstration's families: the two whose interpreted kernels are quick at the CPU suites' sizes
+# (lookahead_split is built for n of 352 and more, and only slows a CPU run down).
+CPU_DEMO_FAMILIES = ("householder_unblocked", "blocked_wy")
