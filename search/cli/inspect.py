@@ -332,4 +332,8 @@ def export_command(
         raise _fail(str(exc))
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
-    console.print(f"wrote {output}: {summary}")
+    console.print(f"wrote {output}: {summary}", highlight=False)
+    use = (f"from {output.stem} import custom_kernel" if output.stem.isidentifier() and output.suffix == ".py"
+           else "import it by its path (importlib)")
+    console.print(f"use it: {use}; check it here first: qrsearch verify {output} (README: Use the winner)",
+                  highlight=False)
