@@ -8,6 +8,7 @@ Nothing here imports torch, optuna, openai or ray (``status`` must stay light).
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,8 @@ def no_run(path: Path) -> str:
         return f"no run at {path} (no such directory; `qrsearch runs` lists the runs under runs/)"
     inside = runs_in(path) if path.is_dir() else []
     if inside:
-        return (f"no run at {path}: it holds {len(inside)} runs ({', '.join(p.name for p in inside[-3:])}"
+        count = f"{len(inside)} run" + ("s" if len(inside) > 1 else "")
+        return (f"no run at {path}: it holds {count} ({', '.join(p.name for p in inside[-3:])}"
                 f"{', ...' if len(inside) > 3 else ''}); name one, or list them with `qrsearch runs {path}`")
     return f"no run at {path} (a run directory holds the run.sqlite that `qrsearch launch` writes)"
 
@@ -87,18 +89,19 @@ def print_runs(folder: Path, as_json: bool) -> None:
     if as_json:
         print(json.dumps({"runs_dir": str(folder), "runs": rows}, indent=2))
         return
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 160)  # piped: one row per line
     if not rows:
         console.print(f"no runs in {folder} (`qrsearch launch` starts one there)")
         return
     table = Table(title=f"runs in {folder} (oldest first)", title_justify="left")
-    for column in ("run", "state", "updated", "evals", "best"):
-        table.add_column(column, justify="right" if column == "evals" else "left")
+    for column in ("run", "state", "updated", "evals", "best family", "speedup"):
+        table.add_column(column, justify="right" if column in ("evals", "speedup") else "left",
+                         no_wrap=column == "run")
     for row in rows:
         best = row.get("best")
         table.add_row(row["run"] + (f" ({LATEST})" if row["latest"] else ""), row["state"], row.get("age", "-"),
-                      str(row.get("evaluations", "-")),
-                      f"{best['family']} {fmt_speedup(best['speedup'])}" if best else "-")
+                      str(row.get("evaluations", "-")), best["family"] if best else "-",
+                      fmt_speedup(best["speedup"]) if best else "-")
     console.print(table)
     if any(on_cpu(r.get("device")) for r in rows):
         console.print(f"[yellow]{CPU_CAVEAT}[/]")

@@ -129,15 +129,15 @@ def _docstring(view: RunView, plan: Plan) -> str:
              "candidate with the best geomean time over that shape's cases; any other shape goes to the",
              "fallback, the candidate with the best geomean over the whole suite (verified on every case).",
              "",
-             "  batch x n    candidate   family                  ms (geomean)   torch.geqrf ms   speedup"]
+             "  batch x n    candidate   family                  ms (geomean)   torch.geqrf ms      speedup"]
     for r in plan.routes:
         speed = fmt_speedup(r.baseline_ms / r.geomean_ms) if r.baseline_ms else "-"
         lines.append(f"  {f'{r.batch}x{r.n}':<11}  {r.candidate:<10}  {r.family:<22}  {fmt_ms(r.geomean_ms):>13}  "
-                     f"{fmt_ms(r.baseline_ms or None):>15}  {speed:>8}")
+                     f"{fmt_ms(r.baseline_ms or None):>15}  {speed:>11}")
     base_gm = view.baseline.geomean_ms if view.baseline else None
     speed = fmt_speedup(base_gm / plan.fallback_ms) if base_gm and plan.fallback_ms else "-"
     lines.append(f"  {'other':<11}  {plan.fallback:<10}  {plan.fallback_family:<22}  {fmt_ms(plan.fallback_ms):>13}  "
-                 f"{fmt_ms(base_gm or None):>15}  {speed:>8}   (fallback; suite geomean)")
+                 f"{fmt_ms(base_gm or None):>15}  {speed:>11}   (fallback; suite geomean)")
     lines += ["", "Times were measured in the run (the cases of each shape: "
               + "; ".join(f"{r.batch}x{r.n}: {', '.join(r.cases)}" for r in plan.routes) + ").",
               "Each candidate's module-level names carry its id as a suffix; needs only torch and triton."]
