@@ -105,6 +105,7 @@ class SearchLoop:
         # Seconds each family's candidates took to compile ahead (a moving average of what the
         # evaluators reported): while an evaluator holds for a compiled request, cheap ones go first.
         self.compile_seconds: dict[str, float] = {}
+        self._llm_failure: tuple[str, int] = ("", 0)  # the last LLM error and how often it came in a row
 
     # --- state across resumes ------------------------------------------------------------
 
@@ -428,7 +429,14 @@ class SearchLoop:
         with self.run.transaction():
             self.run.store.add_counters({C.LLM_ERRORS: 1})
             self.llm_budget.failed(job.model, message)
-        self.log(f"LLM call failed: {message}")
+        # The same failure again and again (an endpoint that is down) is said at the 1st, 2nd, 4th, 8th, ...
+        # time in a row, with the count, rather than once per call.
+        same = self._llm_failure[0] == message
+        count = self._llm_failure[1] + 1 if same else 1
+        self._llm_failure = (message, count)
+        if count & (count - 1) == 0:
+            self.log(f"LLM call failed: {message}" if count == 1 else
+                     f"LLM call failed {count} times in a row: {message}")
 
     # --- budget and status ---------------------------------------------------------------
 
