@@ -64,8 +64,8 @@ def render(loop: SearchLoop, title: str) -> Group:
     parts: list = [*lines, table]
     parts += [Text(line, style="green", overflow="ellipsis", no_wrap=True) for line in s.champions[-4:]]
     if loop.stop_requested:
-        parts.append(Text(f"stopping ({loop.stop_requested}): waiting for {len(loop.pool.inflight())} "
-                          "evaluations", style="yellow"))
+        waiting = _count(len(loop.pool.inflight()), "evaluation", "evaluations")
+        parts.append(Text(f"stopping ({loop.stop_requested}): waiting for {waiting}", style="yellow"))
     for part in parts:
         if isinstance(part, Text):
             part.no_wrap, part.overflow = True, "ellipsis"
@@ -77,10 +77,14 @@ def describe_search(store: RunStore) -> str:
     children = [c for c in store.list_candidates() if c.origin is not Origin.SEED and c.state.is_terminal]
     operators = Counter(str(store.get_json(OPERATOR_KEY.format(cid=c.id)) or c.origin.value) for c in children)
     changes = [e.change for e in store.champion_history() if e.change.previous_id is not None]
-    text = (f"search: {len(children)} children evaluated"
+    text = (f"search: {_count(len(children), 'child', 'children')} evaluated"
             + (f" ({', '.join(f'{op} {n}' for op, n in operators.most_common())})" if operators else "")
-            + f", {len(changes)} champion changes")
+            + f", {_count(len(changes), 'champion change', 'champion changes')}")
     if changes:
         text += " (" + ", ".join(f"{c.family} {c.previous_id} -> {c.candidate_id}" for c in changes[-3:]) \
             + (", ..." if len(changes) > 3 else "") + ")"
     return text
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
