@@ -88,4 +88,5 @@ def lookahead_bytes(params: dict, batch: int, n: int, sms: int = SM_COUNT) -> in
 
 def lookahead_worst(params: dict) -> tuple[int, tuple[int, int]]:
     """(bytes, (batch, n)) of the task shape where lookahead_split asks for the most shared memory."""
-    return max((lookahead_bytes(params, batch, n), (batch, n)) for batch, n in task_shapes())
+    return max(((lookahead_bytes(params, batch, n), (batch, n)) for batch, n in task_shapes()),
+               key=lambda need: need[0])  # the first such shape, the smallest batch
