@@ -3,7 +3,8 @@
 Each command checks its input against the run store (read-only), then appends one
 event (population/events.py).  A running driver applies it within seconds; a
 stopped run applies it when resumed, and ``show``/``lineage``/``export``/the report
-take notes, promotions and retirements into account at once.
+take notes, promotions and retirements into account at once.  ``inject`` says the
+candidate's id: on a stopped run it adds the candidate itself, as the driver would.
 """
 
 from __future__ import annotations
