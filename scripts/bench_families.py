@@ -427,7 +427,7 @@ def _summary(rows: list[dict]) -> None:
 
 
 def table(bench_json: Path) -> None:
-    """Markdown tables (per family and composite) from a ``qrsearch bench --json`` file."""
+    """Markdown tables (per family and composite) from a ``qrsearch bench --json-out`` file."""
     data = json.loads(bench_json.read_text())
     reports = data["reports"] if "reports" in data else [data]
     composite = data.get("composite")
@@ -487,7 +487,7 @@ def main() -> None:
     s.add_argument("--json", type=Path, required=True)
     s.add_argument("--budget-s", type=float, default=240.0)
     s.add_argument("--profile", action="store_true", help="also profile one call of every timed shape")
-    t = sub.add_parser("table", help="markdown tables from a qrsearch bench --json file")
+    t = sub.add_parser("table", help="markdown tables from a qrsearch bench --json-out file")
     t.add_argument("bench_json", type=Path)
     args = parser.parse_args()
     if args.cmd == "precompile":

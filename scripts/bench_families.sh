@@ -51,7 +51,7 @@ stamp "precompile/verify done"
 
 if want baseline; then
   timeout 240 python3 -m search bench kernels/families/torch_geqrf.py --suite qrv2-bench --no-baseline \
-    --json "$OUT/baseline.json" > "$OUT/baseline.txt" 2>&1
+    --json-out "$OUT/baseline.json" > "$OUT/baseline.txt" 2>&1
   stamp "baseline done"
 fi
 
@@ -65,7 +65,7 @@ if want bench; then
   files=""
   for f in $FAMILIES; do files="$files kernels/families/$f.py"; done
   timeout 200 python3 -m search bench $files --suite qrv2-bench \
-    --baseline-json docs/device-runs/region-probe/baseline-qrv2-bench.json --json "$OUT/bench.json" > "$OUT/bench.txt" 2>&1
+    --baseline-json docs/device-runs/region-probe/baseline-qrv2-bench.json --json-out "$OUT/bench.json" > "$OUT/bench.txt" 2>&1
   stamp "bench done"
 fi
 

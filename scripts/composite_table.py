@@ -1,4 +1,4 @@
-"""The composite of several `qrsearch bench --json` files: the best file per case, as a table.
+"""The composite of several `qrsearch bench --json-out` files: the best file per case, as a table.
 
     python scripts/composite_table.py BENCH.json [BENCH.json ...] [--baseline RUN_OR_BENCH.json]
 

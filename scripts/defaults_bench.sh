@@ -10,7 +10,7 @@ set -u
 . scripts/device_common.sh
 bench() {  # family cases
   timeout 200 python3 -m search bench "kernels/families/$1.py" --suite qrv2-bench --no-baseline \
-    --timing-region gpumode --cases "$2" --json "$OUT/bench_$1.json" > "$OUT/bench_$1.txt" 2>&1
+    --timing-region gpumode --cases "$2" --json-out "$OUT/bench_$1.json" > "$OUT/bench_$1.txt" 2>&1
   stamp "bench $1: exit $?"
 }
 S640=dense-640x512-c2,mixed-640x512-c2,rankdef-640x512-c0,clustered-640x512-c0,rowscale-640x512-c0,nearcollinear-640x512-c0

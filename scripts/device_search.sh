@@ -64,7 +64,7 @@ print(','.join(map(str, sorted(split_cpus(sorted(os.sched_getaffinity(0)), 0, 1)
     i=$((i + 1))
     TRITON_CACHE_DIR=$PWD/$run/triton-cache TORCH_EXTENSIONS_DIR=$PWD/$run/torch-extensions \
         python3 -m search bench "$file" --suite qrv2-bench --no-baseline \
-        --cpus "$cpus" --cases "$cases" --timing-region "$region" --json "$STATE/bench_seed$i.json" > "$STATE/bench_seed$i.txt" 2>&1 || echo "bench of $family: exit $?"
+        --cpus "$cpus" --cases "$cases" --timing-region "$region" --json-out "$STATE/bench_seed$i.json" > "$STATE/bench_seed$i.txt" 2>&1 || echo "bench of $family: exit $?"
   done < "$STATE/seeds.txt"
   # The noise floor: the launch-bound cases (under 1 ms) of each seed benched a second time
   # (NO_REPEAT=1 skips it, when device time is short).
@@ -73,7 +73,7 @@ print(','.join(map(str, sorted(split_cpus(sorted(os.sched_getaffinity(0)), 0, 1)
     i=$((i + 1))
     TRITON_CACHE_DIR=$PWD/$run/triton-cache TORCH_EXTENSIONS_DIR=$PWD/$run/torch-extensions \
         python3 -m search bench "$file" --suite qrv2-bench --no-baseline \
-        --cpus "$cpus" --cases "$short" --timing-region "$region" --json "$STATE/bench_repeat$i.json" > "$STATE/bench_repeat$i.txt" 2>&1 || echo "repeat of $family: exit $?"
+        --cpus "$cpus" --cases "$short" --timing-region "$region" --json-out "$STATE/bench_repeat$i.json" > "$STATE/bench_repeat$i.txt" 2>&1 || echo "repeat of $family: exit $?"
   done < "$STATE/seeds.txt"
   { cat "$STATE/seeds.txt"; python3 scripts/honesty_table.py table "$run" $(ls "$STATE"/bench_seed*.json 2>/dev/null) \
       --repeats $(ls "$STATE"/bench_repeat*.json 2>/dev/null) --json "$run/honesty.json"; } > "$OUT/honesty.txt" 2>&1

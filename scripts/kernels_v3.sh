@@ -43,7 +43,7 @@ lo, hi = get_family('$1').n_range
 print(','.join(c.name for c in get_suite('qrv2-bench') if lo <= c.n <= hi))"; }
 for f in $FAMILIES; do
   timeout 150 python3 -m search bench "kernels/families/$f.py" --suite qrv2-bench --cases "$(domain "$f")" \
-      --baseline-json docs/device-runs/region-probe/baseline-qrv2-bench.json --json "$OUT/bench_$f.json" > "$OUT/bench_$f.txt" 2>&1
+      --baseline-json docs/device-runs/region-probe/baseline-qrv2-bench.json --json-out "$OUT/bench_$f.json" > "$OUT/bench_$f.txt" 2>&1
   stamp "bench $f: exit $?"
   grep -E "^│" "$OUT/bench_$f.txt" | cut -c1-70
   cat "$OUT/bench_$f.txt" >> "$OUT/bench.txt"; rm -f "$OUT/bench_$f.txt"

@@ -17,7 +17,7 @@ for r in $(seq 1 "$ROUNDS"); do
   for side in A B; do
     file="kernels/families/$FAMILY.py"; [ "$side" = B ] && file=$B
     timeout 200 python3 -m search bench "$file" --suite qrv2-bench --no-baseline --cpus "$cpus" \
-      --cases "$CASES" --timing-region gpumode --json "$OUT/ab_${FAMILY}_${side}$r.json" > /dev/null 2>&1 \
+      --cases "$CASES" --timing-region gpumode --json-out "$OUT/ab_${FAMILY}_${side}$r.json" > /dev/null 2>&1 \
       || echo "bench $side round $r: exit $?"
   done
 done

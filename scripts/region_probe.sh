@@ -12,7 +12,7 @@ REPEATS=${1:-2}
 . scripts/device_common.sh
 CPUS=0,1   # the search's timing CPUs on a 16-CPU host with one GPU (qrsearch bench --cpus)
 python3 -m search bench kernels/families/torch_geqrf.py --suite qrv2-bench --no-baseline --cpus $CPUS \
-    --json "$OUT/baseline-qrv2-bench.json" > "$OUT/baseline.txt" 2>&1
+    --json-out "$OUT/baseline-qrv2-bench.json" > "$OUT/baseline.txt" 2>&1
 stamp "torch.geqrf baseline (exit $?)"
 # family file | its launch-bound cases
 PROBES="householder_unblocked:dense-20x32-c1
@@ -26,7 +26,7 @@ for region in call gpumode; do
     for probe in $PROBES; do
       family=${probe%%:*}; cases=${probe#*:}
       python3 -m search bench "kernels/families/$family.py" --suite qrv2-bench --no-baseline --cpus $CPUS \
-          --cases "$cases" --timing-region $region --json "$OUT/probe-$family-$region-$rep.json" \
+          --cases "$cases" --timing-region $region --json-out "$OUT/probe-$family-$region-$rep.json" \
           > "$OUT/probe-$family-$region-$rep.txt" 2>&1 || echo "$family $region $rep: exit $?"
     done
     stamp "region $region, repeat $rep"
@@ -35,7 +35,7 @@ done
 big=dense-640x512-c2,mixed-640x512-c2,rankdef-640x512-c0,clustered-640x512-c0,rowscale-640x512-c0,nearcollinear-640x512-c0
 python3 -m search bench kernels/families/cuda_blocked.py kernels/families/blocked_wy.py kernels/families/lookahead_split.py \
     --suite qrv2-bench --cases "$big" --cpus $CPUS --baseline-json "$OUT/baseline-qrv2-bench.json" \
-    --json "$OUT/big640.json" > "$OUT/big640.txt" 2>&1
+    --json-out "$OUT/big640.json" > "$OUT/big640.txt" 2>&1
 stamp "640x512 cases (exit $?)"
 python3 - "$OUT" <<'PY'
 import glob, json, os, re, statistics, sys

@@ -9,11 +9,13 @@ so ``render_params(source, space.as_params())`` always fits the file.
 Every assignment a space accepts is correct for every n (the kernels clamp
 and mask, and fall back where a size is out of range); the cross-field rules
 only drop assignments that cannot launch (register or shared-memory budgets
-of one H200 SM) or are known to waste a trial.  Plain ``"tf32"`` is a choice
-only above n = 1024, where the residual gate (20·n·eps32) is wide enough: it
-failed (scaled residual 47-102 > 20) on the rankdef, clustered, band, rowscale
-and mixed n=512 cases on an H200 (docs/device-runs/run1), and passed every
-profile at 2048 and 4096 (kernels/BENCHMARKS.md, session 17).
+of one H200 SM, kernels/families/resources.py; for lookahead_split at every
+shape of the qr_v2 suites) or are known to waste a trial.  Plain ``"tf32"`` is a
+choice only above n = 1024, where the residual gate (20·n·eps32) is wide enough:
+it failed (scaled residual 47-102 > 20) on the rankdef, clustered, band, rowscale
+and mixed n=512 cases on an H200 (docs/device-runs/run1); above 1024 the
+verifier decides (one Triton TF32 product failed band at 2048 by a hair,
+kernels/BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from typing import Annotated, Literal
 
 from pydantic import model_validator
 
+from kernels.families.resources import (REGISTERS_PER_SM, SHARED_BYTES_PER_BLOCK, gram_bytes, lookahead_worst,
+                                        update_bytes)
 from kernels.params import Choice, ParamSpace
 
 Precision = Literal["ieee", "tf32x3"]
@@ -35,14 +39,15 @@ TallUpdate = Literal["fp32", "tf32", "tf32x3", "bf16x3"]
 # chunks with Householder vectors reconstructed (a nearly dependent panel falls back per matrix).
 PanelAlgorithm = Literal["householder", "cholqr2"]
 
-# One H200 SM: 64K 32-bit registers, up to 227 KB shared memory per block.
-REGISTERS_PER_SM = 65536
-SHARED_BYTES_PER_BLOCK = 227 * 1024
-
 
 def _check_maxnreg(maxnreg: int, warps: int, where: str) -> None:
     if maxnreg and maxnreg * warps * 32 > REGISTERS_PER_SM:
         raise ValueError(f"maxnreg_{where}={maxnreg} with {warps} warps needs more than {REGISTERS_PER_SM} registers")
+
+
+def _check_shared(need: int, what: str) -> None:
+    if need > SHARED_BYTES_PER_BLOCK:
+        raise ValueError(f"{what} asks for {need} bytes of shared memory; a block may have {SHARED_BYTES_PER_BLOCK}")
 
 
 class EmptySpace(ParamSpace):
@@ -102,9 +107,17 @@ class BlockedWYSpace(ParamSpace):
         # The leaf tile (rows padded to a power of two) lives in registers at the largest n.
         if self.max_n * min(self.leaf, self.nb_gt1024) > 32768:
             raise ValueError(f"a {self.max_n}-row leaf of {self.leaf} columns does not fit in registers")
-        widest = max(self.nb_le256, self.nb_le512, self.nb_le1024, self.nb_gt1024)
-        if self.stages * self.rb * (self.bn + widest) * 4 > SHARED_BYTES_PER_BLOCK * 3 // 4:
-            raise ValueError("GEMM tiles × pipeline stages exceed shared memory")
+        classes = ["le256", "le512", "le1024"] + (["gt1024"] if self.max_n > 1024 else [])
+        for where in classes:
+            nb = getattr(self, "nb_" + where)
+            # The trailing update (bn-column tiles) and, inside the panel, each leaf's update of the
+            # rest of the panel.
+            split = "tf32x3" in (self.prec_w, self.prec_u, self.prec_g)
+            need = max(update_bytes(nb, self.rb, self.bn, self.stages, split),
+                       update_bytes(min(nb, self.leaf), self.rb, nb, self.stages, split),
+                       gram_bytes(nb, self.rb, self.stages, self.prec_g))
+            _check_shared(need, f"the update of nb_{where}={nb} with rb={self.rb}, bn={self.bn}, "
+                          f"stages={self.stages}")
         return self
 
 
@@ -146,11 +159,10 @@ class LookaheadSplitSpace(ParamSpace):
 
     @model_validator(mode="after")
     def _fits_one_sm(self) -> "LookaheadSplitSpace":
-        stages = max(self.stages, self.stages_coop, self.stages_n_le512)
-        if stages * self.rb * (max(self.bn, self.bn_coop) + self.nb) * 4 > SHARED_BYTES_PER_BLOCK * 3 // 4:
-            raise ValueError("update tiles × pipeline stages exceed shared memory")
-        if stages * self.rb_panel * 2 * self.nb * 4 > SHARED_BYTES_PER_BLOCK * 3 // 4:
-            raise ValueError("panel row chunks × pipeline stages exceed shared memory")
+        # Cooperative panels hold n / panel_programs rows each, so the need grows with n: checked
+        # at every shape of the qr_v2 suites (a 1x4096 input asked 256 KB of a 227 KB block).
+        need, (batch, n) = lookahead_worst(self.as_params())
+        _check_shared(need, f"a launch at {batch}x{n}")
         return self
 
 

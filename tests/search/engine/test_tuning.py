@@ -151,3 +151,18 @@ def test_mismatched_parameters_are_not_tunable(tmp_path):
     tuner = Tuner(tmp_path / "j.log")
     with pytest.raises(TunerExhausted, match="do not match"):
         tuner.ask("fam", "fp", Space, {"block": 32, "new_knob": 1})
+
+
+def test_every_study_names_its_metric_for_the_dashboard(tmp_path):
+    """optuna-dashboard reads the journal; a study without metric names shows "Objective 0"."""
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    tuner = Tuner(tmp_path / "j.log", seed=1)
+    tuner.ask("fam", "fp1", Space, DEFAULTS, parent_id="c0", parent_value=2.0)
+    tuner.ask("fam", "fp2", Space, DEFAULTS, parent_id="c1", parent_value=3.0)
+    storage = JournalStorage(JournalFileBackend(str(tmp_path / "j.log")))  # as the dashboard opens it
+    names = {s.study_name: s for s in optuna.get_all_study_summaries(storage)}
+    assert set(names) == {"fam:fp1", "fam:fp2"}
+    for name in names:
+        assert optuna.load_study(study_name=name, storage=storage).metric_names == ["geomean_ms"]
