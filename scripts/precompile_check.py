@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from kernels.families import FAMILIES_DIR  # noqa: E402
 from kernels.harness.precompile import CompileTarget, read_report, start_precompile  # noqa: E402
-from kernels.harness.runner import child_env  # noqa: E402
+from kernels.harness.process import child_env  # noqa: E402
 from kernels.suites import SUITES  # noqa: E402
 
 FAMILIES = ("householder_unblocked", "blocked_wy", "lookahead_split")

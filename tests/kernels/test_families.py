@@ -281,9 +281,10 @@ def test_tail_norms_survive_tiny_and_huge_scales(interpret):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", SEARCHED)
 def test_qrv2_tests_on_gpu(name):
+    from kernels.harness.job import CandidateJob
     from kernels.harness.runner import run_candidate
 
-    report = run_candidate(get_family(name).path, get_suite("qrv2-tests"), suite="qrv2-tests", mode="verify",
-                           device="cuda")
+    report = run_candidate(CandidateJob(get_family(name).path, get_suite("qrv2-tests"), suite="qrv2-tests",
+                                        mode="verify", device="cuda"))
     failed = [f"{c.case.name}: {c.status} {c.message}" for c in report.cases if not c.ok]
     assert not failed, failed
