@@ -316,7 +316,7 @@ def test_the_gpu_child_hits_the_cache_a_cuda_hidden_precompile_filled(tmp_path, 
     report = read_report(report_path)
     assert report is not None and report.ok, report and report.error
     assert report.kernels_compiled == 3
-    from kernels.harness.runner import child_env
+    from kernels.harness.process import child_env
 
     run = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "precompile_check.py"), "--run", str(family), "--shapes",
