@@ -18,8 +18,11 @@ The host side is one pybind call that allocates H and tau and launches one kerne
 host work per call is a few microseconds, which is what matters below n ≈ 64, where
 a Triton launch's Python path costs more than the factorisation itself.
 
-Registers bound the size: n ≤ 32·RPL with RPL ≤ 6 (192).  Above PARAMS["max_n"], or
-without CUDA, the file calls torch.geqrf.  The build is cached by a hash of the source
+Meant for small n (20x32, 40x176), where launch overhead and the serial chain
+of n reflectors dominate.  Registers bound the size: n ≤ 32·RPL with RPL ≤ 6
+(192).  The knobs are the warps a block has for each size class of n
+(PARAMS["warps_<32·RPL>"]).  Above PARAMS["max_n"], or without CUDA, the file
+calls torch.geqrf.  Measured times: kernels/BENCHMARKS.md.  The build is cached by a hash of the source
 and target in TORCH_EXTENSIONS_DIR (first call on a new source: about a minute of nvcc).
 """
 
@@ -38,6 +41,21 @@ PARAMS = {
     'warps_192': 16,
 }
 # qrsearch: end params
+
+# What a tuner may give each PARAMS key (the values above are the defaults): warps per block for
+# each size class of n (n ≤ 32, 64, ..., 192: 32·RPL rows, RPL register slots per lane), the warp
+# counts whose register tile fits (warps × 32 threads × the tile's registers within one SM's 64K).
+# qrsearch: space
+SPACE = {
+    "max_n": [32, 64, 128, 192],
+    "warps_32": [1, 2, 4],
+    "warps_64": [2, 4, 8],
+    "warps_96": [4, 8, 16],
+    "warps_128": [8, 16, 32],
+    "warps_160": [16, 32],
+    "warps_192": [16, 32],
+}
+# qrsearch: end space
 
 # Device code (CUDA runtime only: it compiles without torch's headers).
 _DEVICE_SOURCE = r"""
@@ -227,6 +245,19 @@ qr_onchip_kernel(const float* __restrict__ A, float* __restrict__ H, float* __re
 }
 """
 
+# The kernel's instantiations, (register slots per lane, warps): for each size class of n the warp
+# counts its space offers.  The host code's dispatch over them is generated from this list.
+_KERNELS = (
+    (1, 1), (1, 2), (1, 4), (2, 2), (2, 4), (2, 8), (3, 4), (3, 8), (3, 16), (4, 8), (4, 16), (4, 32), (5, 16), (5, 32), (6, 16), (6, 32),
+)
+
+
+def _dispatch() -> str:
+    """The cases of the host code's switch over _KERNELS, keyed as qr() keys them."""
+    return "".join("        case %d: launch<%d, %d>(A, H, tau, nn, stream); break;\n" % (rpl * 100 + warps, rpl, warps)
+                   for rpl, warps in _KERNELS)
+
+
 # The host side: the launchers and the function Python calls.
 _HOST_SOURCE = r"""
 template <int RPL, int W>
@@ -252,28 +283,13 @@ std::tuple<at::Tensor, at::Tensor> qr(at::Tensor A, int64_t warps) {
     const int key = rpl * 100 + (int)warps;
     const int nn = (int)n;
     switch (key) {
-        case 101: launch<1, 1>(A, H, tau, nn, stream); break;
-        case 102: launch<1, 2>(A, H, tau, nn, stream); break;
-        case 104: launch<1, 4>(A, H, tau, nn, stream); break;
-        case 202: launch<2, 2>(A, H, tau, nn, stream); break;
-        case 204: launch<2, 4>(A, H, tau, nn, stream); break;
-        case 208: launch<2, 8>(A, H, tau, nn, stream); break;
-        case 304: launch<3, 4>(A, H, tau, nn, stream); break;
-        case 308: launch<3, 8>(A, H, tau, nn, stream); break;
-        case 316: launch<3, 16>(A, H, tau, nn, stream); break;
-        case 408: launch<4, 8>(A, H, tau, nn, stream); break;
-        case 416: launch<4, 16>(A, H, tau, nn, stream); break;
-        case 432: launch<4, 32>(A, H, tau, nn, stream); break;
-        case 516: launch<5, 16>(A, H, tau, nn, stream); break;
-        case 532: launch<5, 32>(A, H, tau, nn, stream); break;
-        case 616: launch<6, 16>(A, H, tau, nn, stream); break;
-        case 632: launch<6, 32>(A, H, tau, nn, stream); break;
+        // cases: _KERNELS
         default: TORCH_CHECK(false, "qr: no kernel for n = ", n, " with ", warps, " warps");
     }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return {H, tau};
 }
-"""
+""".replace("        // cases: _KERNELS\n", _dispatch())
 
 _CUDA_SOURCE = r"""
 #include <ATen/ATen.h>

@@ -1,7 +1,7 @@
 """cuda_blocked: blocked Householder QR whose panels are a CUDA C++ kernel (built with
-torch.utils.cpp_extension.load_inline) and whose trailing updates are cuBLAS FP32 GEMMs
-through torch.bmm, so the update runs at cuBLAS's SGEMM rate rather than a hand-written
-dot's.  Exact FP32 throughout (torch's default keeps TF32 off for matmuls).
+torch.utils.cpp_extension.load_inline) and whose trailing updates are, per size class of n,
+cuBLAS FP32 GEMMs through torch.bmm or a Triton kernel of split tensor-core products
+(PARAMS update_*).
 
 For each panel of nb columns (rows k..n), one thread block per matrix loads the panel
 into registers through shared memory (coalesced), with row i on lane i % 32 of every warp
@@ -15,20 +15,23 @@ writes the panel of H, tau, Vᵀ (explicit, zeros above the diagonal and ones on
 into windows of its block's buffers.  Panels are grouped into blocks (PARAMS block_*): a
 block is split in halves down to panels, the left half's reflector applied to the right
 half and the two T merged, T = [[T1, -T1 V1ᵀV2 T2], [0, T2]].  Then, for the rest of the
-matrix C = H[:, k:, k+block:], with K = the block width:
+matrix C = H[:, k:, k+block:], with K = the block width (wider blocks: fewer passes over
+the matrix):
 
     W = Vᵀ C     (torch.bmm)      W = Tᵀ W     (torch.bmm)      C -= V W     (baddbmm_, in place)
 
-or (PARAMS update_* = "tf32x3" or "bf16x3") one Triton kernel per update, a program per
-matrix and BN-column tile of C: W = VᵀC over C's row blocks, then C -= V·(TᵀW) over them
-again, C's tile read twice and written once, every product on the tensor cores as three
+in exact FP32 (PARAMS update_* = "fp32"; torch's default keeps TF32 off for matmuls), or one
+Triton kernel per update (update_* = "tf32x3" or "bf16x3"), a program per matrix and
+apply_bn-column tile of C: W = VᵀC over apply_bm-row blocks of C, then C -= V·(TᵀW) over
+them again, C's tile read twice and written once, every product on the tensor cores as three
 products of split operands (x = hi + lo; hi·hi + hi·lo + lo·hi accumulated in FP32).  With
 TF32 halves a product keeps about 2^-21 of relative accuracy, with bf16 halves (twice the
-tensor-core rate) about 2^-16; plain TF32 (2^-11) failed the residual gate.  The default is
-bf16 halves for 512 <= n <= 1024: on an H200 every qrv2-tests case passed with at most 0.45
-of the gate's 20 (640x512 9.08 -> 8.10 ms against cuBLAS FP32, 60x1024 7.5 -> 7.3 ms); below
-n = 512 the gate is tighter (it scales with n) and CPU-emulated mixed inputs at n = 97 reached
-10 of 20, so smaller n keep FP32.
+tensor-core rate) about 2^-16; plain TF32 (2^-11) failed the residual gate at n = 512.  The
+defaults are bf16 halves for n >= 512: on an H200 every qrv2-tests case passed with at most
+0.45 of the gate's 20 at 512 <= n <= 1024, faster than cuBLAS FP32
+(kernels/BENCHMARKS.md#tensor-core-block-updates); below n = 512 the gate is tighter (it
+scales with n) and CPU-emulated mixed inputs at n = 97 reached 10 of 20, so smaller n keep
+FP32.
 
 The first block reads the input and writes H (its panels and the update of the rest of the matrix
 cover every element), so H is allocated, not copied from A (0.32 of 6 ms at 640x512).  Panels of at
@@ -37,7 +40,8 @@ warps of four columns with registers capped for two blocks an SM, so one block's
 overlaps another's (640x512 panels 2.12 -> 1.70 ms on an H200).  The warp that builds the next
 reflector works on its slot of the register tile in place (a copy of the step per slot) where
 registers allow, instead of selecting the column out and back: at 60x1024 the selects spilled
-(panels 2.27 -> 1.63 ms without them), at 640x512 they cost 1.70 -> 1.54 ms.
+(panels 2.27 -> 1.63 ms without them), at 640x512 they cost 1.70 -> 1.54 ms
+(kernels/BENCHMARKS.md#panels-two-to-an-sm).
 
 Reflectors follow LAPACK slarfg (beta = -sign(alpha)·‖x‖, tau = 0 for a zero tail), the
 norm rescaled by max|x| when its square would under- or overflow.  With
@@ -60,15 +64,22 @@ threads holding an element each, then V's rows below the top block over the chun
 whose panel is nearly dependent (a pivot under 1e-12 of its column's square norm, or Q1ᵀQ1 more than
 0.1 from I) is flagged and factored column by column by a fallback kernel, so the path is exact for
 every input, whatever the rest of the batch holds.  The block merges' V1ᵀV2 over 1024 rows or more
-is split over those rows by a CUDA kernel (cuBLAS ran the long, thin product on a few blocks).  The
-updates above n = 1024 are plain TF32 through cuBLAS by default (PARAMS update_gt1024,
-narrow_gt1024): the residual gate there is 20·n·eps32, 4.9e-3 at 2048, and every stress profile
-passed at 2048 and 4096 on an H200.  Above PARAMS["max_n"] (or without CUDA) the file calls
-torch.geqrf.  Above n = 1024 the factorisation is a few thousand launches, so it is replayed as a CUDA
-graph (PARAMS["graph_gt1024"]).  The build is cached by a hash of the source and target in
-TORCH_EXTENSIONS_DIR (first call on a new source: about a minute of nvcc).
-"""
+is split over those rows by a CUDA kernel (cuBLAS ran the long, thin product on a few blocks).  Above
+n = 1024 the residual gate is 20·n·eps32 (4.9e-3 at 2048) and every stress profile passed at 2048 and
+4096 on an H200: the wide updates are the Triton kernel's bf16x3 products by default (PARAMS
+update_gt1024), and the narrow ones (at most narrow_cols_gt1024 columns) compute VᵀC split over the
+rows and C -= V·(TᵀW) by row chunks, in exact FP32 on the CUDA cores (narrow_gt1024 = "split";
+kernels/BENCHMARKS.md#tall-cholesky-qr-leaves).  Above n = 1024 the factorisation is a few thousand
+launches, so it is replayed as a CUDA graph (PARAMS["graph_gt1024"]).  Above PARAMS["max_n"] (or
+without CUDA) the file calls torch.geqrf.  The build is cached by a hash of the source and target
+in TORCH_EXTENSIONS_DIR (first call on a new source: about a minute of nvcc).
 
+Meant for moderate and large n with enough matrices to fill the GPU (640x512, 60x1024) and for
+the tall cases (8x2048, 2x4096).  Where a 640x512 call's device time goes: the Triton bf16x3
+updates and the panels about equally; publishing reflectors with flags instead of the per-column
+barrier, and an update holding C's tile in shared memory (wmma), were measured slower.  Measured
+times: kernels/BENCHMARKS.md.
+"""
 import hashlib
 import os
 
@@ -113,6 +124,82 @@ PARAMS = {
     'narrow_cols_gt1024': 256,
 }
 # qrsearch: end params
+
+# What a tuner may give each PARAMS key (the values above are the defaults).  For n ≤ 384, ≤ 512,
+# ≤ 1024 and above: the panel width the CUDA kernel factors (nb_*; 8 above 2048 rows) and the block
+# width (block_*, a multiple of it: the trailing update's K; a block is split in halves down to
+# panels, each half's reflector applied to the other by GEMMs).  The warps of a 32-wide panel (8
+# warps of four columns, 16 of two or 32 of one; panels of more than 512 rows always use 16) and
+# the blocks per SM its registers are capped for.  Whether one shape's factorisation is captured
+# once as a CUDA graph and replayed.  max_n, above which the file calls torch.geqrf.  How the block
+# updates run for n < 512, 512 ≤ n ≤ 1024 and above (update_*): cuBLAS FP32, or the Triton kernel
+# of split TF32 or bf16 tensor-core products (three per product, FP32 accumulation) whose programs
+# own apply_bn columns and walk apply_bm rows at a time, in apply_warps_* warps; above n = 1024,
+# where the residual gate is 20·n·eps32 (4.9e-3 at 2048), one plain TF32 product is a choice too,
+# which the verifier keeps or rejects.
+# qrsearch: space
+SPACE = {
+    "max_n": [512, 1024, 2048, 4096],
+    # n ≤ 384 and 384 < n ≤ 512 apart: at 640x512 panels of 32 in blocks of 64 were 12% faster
+    # than 64 in 128 in every process, at 40x352 1.8x slower
+    # (kernels/BENCHMARKS.md#ten-minute-search-two-lanes).
+    "nb_le384": [16, 32, 64],
+    # 64 with the n ≤ 384 graph: 40x352 0.855 -> 0.777 ms, 40x176 0.307 -> 0.281, one process
+    # (kernels/BENCHMARKS.md#panels-two-to-an-sm)
+    "block_le384": [16, 32, 64, 128, 256],
+    "nb_le512": [16, 32, 64],
+    "block_le512": [16, 32, 64, 128, 256],
+    "nb_le1024": [16, 32],
+    "block_le1024": [16, 32, 64, 128, 256],
+    "nb_le2048": [8, 16],
+    "block_gt1024": [32, 64, 128, 256],
+    # The 32-wide panel kernel of at most 512 rows: its warps and the blocks per SM its registers
+    # are capped for when there are more matrices than SMs (a launch in waves: 8 warps, 2 blocks
+    # an SM took the 640x512 panels from 2.12 to 1.70 ms), and its warps with fewer.
+    "warps_nb32": [8, 16, 32],
+    "panel_min_blocks": [1, 2],
+    # the same for panels of at most 256 rows (8 warps: up to 4 blocks an SM without spilling)
+    "panel_min_blocks_le256": [1, 2, 4],
+    "warps_nb32_few": [8, 16, 32],
+    # graph: every n; graph_le384, graph_le1024, graph_gt1024: n ≤ 384, 512 < n ≤ 1024, above.
+    # n ≤ 384 with few matrices is host-bound (40x352 1.98 ms eager, 0.86 replayed);
+    # at 640x512 the replay's copy in and clone out would cost more than the launches.
+    "graph": [False, True],
+    "graph_le384": [False, True],
+    # 60x1024 (175 launches a call) was host-bound in some processes (5.6-6.8 ms); replayed, 5.5-5.6.
+    "graph_le1024": [False, True],
+    "graph_gt1024": [False, True],
+    "update_lt512": ["fp32", "tf32x3", "bf16x3"],
+    "update_le1024": ["fp32", "tf32x3", "bf16x3"],
+    "update_gt1024": ["fp32", "tf32", "tf32x3", "bf16x3"],
+    # 64 after the panel and input changes: 640x512 -4%, 60x1024 -2% against 32, one process
+    "apply_bn": [32, 64, 128],
+    "apply_bm": [32, 64, 128],
+    # Warps of the update kernel for n ≤ 512, 512 < n ≤ 1024 and above: at 640x512 (bf16x3) 4 warps
+    # timed 7.05-7.10 ms against 8 warps' 8.0-8.1 (kernels/BENCHMARKS.md#apply-warps-ab), while two
+    # 60x1024 cases went 17% slower with 64-wide tiles and 2 stages; with 32-wide tiles and 3 stages
+    # 4 warps are faster at 60x1024 too (B/A 0.90-0.92, kernels/BENCHMARKS.md#search-winners-as-defaults).
+    "apply_warps_le512": [4, 8],
+    "apply_warps_le1024": [4, 8],
+    "apply_warps_gt1024": [4, 8],
+    "apply_stages": [1, 2, 3],
+    # The panel algorithm per size class (n ≤ 512, ≤ 1024, above); above 1024 with cholqr2 the
+    # leaves are 32 wide whatever nb_le2048 says.  Cholesky QR leaves of fewer than cholqr_min_rows
+    # rows use the register kernel.  A block merge's V1ᵀV2 over at least cross_min_rows rows is split
+    # over those rows by a CUDA kernel instead of one cuBLAS product (40 µs a merge at 2x4096).
+    "panel_le512": ["householder", "cholqr2"],
+    "panel_le1024": ["householder", "cholqr2"],
+    "panel_gt1024": ["householder", "cholqr2"],
+    "cholqr_min_rows": [64, 128, 256, 512, 1024],
+    "cross_min_rows": [256, 512, 1024, 4096],
+    # Updates of at most narrow_cols_gt1024 columns above n = 1024 (inside a block, and the last
+    # ones): "split" computes VᵀC split over the rows and C -= V·(TᵀW) by row chunks in exact FP32 on
+    # the CUDA cores (V at most 64 wide; wider ones take cuBLAS FP32), "fp32" is cuBLAS (a few blocks
+    # for these long, thin products), "tf32" the Triton kernel (a program per column tile).
+    "narrow_gt1024": ["split", "fp32", "tf32"],
+    "narrow_cols_gt1024": [0, 128, 256, 512],
+}
+# qrsearch: end space
 
 # The interpreter's dot mishandles bf16 operands: there the split halves are multiplied as
 # float32, which is the same arithmetic (a product of two bf16 values is exact in float32).
@@ -946,6 +1033,26 @@ __global__ void __launch_bounds__(1024) cholqr_fallback_kernel(const float* S, f
 
 """
 
+# The panel kernel's instantiations, (rows per lane, warps, columns per warp, blocks per SM): every
+# shape _shape() can ask for.  The host code's dispatch over them is generated from this list.
+_PANEL_KERNELS = (
+    (4, 16, 4, 1), (8, 16, 4, 1), (16, 16, 4, 1), (4, 16, 2, 1), (8, 16, 2, 1), (16, 16, 2, 1),
+    (32, 16, 2, 1), (4, 32, 1, 1), (8, 32, 1, 1), (16, 32, 1, 1), (4, 16, 1, 1), (8, 16, 1, 1),
+    (16, 16, 1, 1), (32, 16, 1, 1), (64, 16, 1, 1), (4, 8, 1, 1), (8, 8, 1, 1), (16, 8, 1, 1),
+    (32, 8, 1, 1), (64, 8, 1, 1), (128, 8, 1, 1), (4, 8, 4, 1), (8, 8, 4, 1), (16, 8, 4, 1),
+    (4, 16, 2, 2), (8, 16, 2, 2), (16, 16, 2, 2), (4, 8, 4, 2), (8, 8, 4, 2), (16, 8, 4, 2),
+    (4, 8, 4, 4), (8, 8, 4, 4),
+)
+
+
+def _panel_dispatch() -> str:
+    """The cases of the host code's switch over _PANEL_KERNELS, keyed as panel() keys them."""
+    return "".join(
+        "        case %dLL: launch<%d, %d, %d, %d>(S, H, tau, vt, t, n, kk, ww, stream); break;\n"
+        % (((minb * 1000 + rpl) * 100 + warps) * 100 + cpw, rpl, warps, cpw, minb)
+        for rpl, warps, cpw, minb in _PANEL_KERNELS)
+
+
 # The host side: the launchers and the function Python calls.
 _HOST_SOURCE = r"""
 template <int RPL, int W, int CPW, int MINB>
@@ -998,38 +1105,7 @@ void panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor
     const long long key = ((minb * 1000 + rpl) * 100 + warps) * 100 + cpw;
     const int kk = (int)k, ww = (int)w;
     switch (key) {
-        case 10041604LL: launch<4, 16, 4, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 10081604LL: launch<8, 16, 4, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 10161604LL: launch<16, 16, 4, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 10041602LL: launch<4, 16, 2, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 10081602LL: launch<8, 16, 2, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 10161602LL: launch<16, 16, 2, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 10321602LL: launch<32, 16, 2, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 10043201LL: launch<4, 32, 1, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 10083201LL: launch<8, 32, 1, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 10163201LL: launch<16, 32, 1, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 10041601LL: launch<4, 16, 1, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 10081601LL: launch<8, 16, 1, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 10161601LL: launch<16, 16, 1, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 10321601LL: launch<32, 16, 1, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 10641601LL: launch<64, 16, 1, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 10040801LL: launch<4, 8, 1, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 10080801LL: launch<8, 8, 1, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 10160801LL: launch<16, 8, 1, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 10320801LL: launch<32, 8, 1, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 10640801LL: launch<64, 8, 1, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 11280801LL: launch<128, 8, 1, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 10040804LL: launch<4, 8, 4, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 10080804LL: launch<8, 8, 4, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 10160804LL: launch<16, 8, 4, 1>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 20041602LL: launch<4, 16, 2, 2>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 20081602LL: launch<8, 16, 2, 2>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 20161602LL: launch<16, 16, 2, 2>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 20040804LL: launch<4, 8, 4, 2>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 20080804LL: launch<8, 8, 4, 2>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 20160804LL: launch<16, 8, 4, 2>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 40040804LL: launch<4, 8, 4, 4>(S, H, tau, vt, t, n, kk, ww, stream); break;
-        case 40080804LL: launch<8, 8, 4, 4>(S, H, tau, vt, t, n, kk, ww, stream); break;
+        // cases: _PANEL_KERNELS
         default: TORCH_CHECK(false, "panel: no kernel for rpl=", rpl, " warps=", warps, " cpw=", cpw, " minb=", minb);
     }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -1128,7 +1204,7 @@ void apply_rows(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor W) {
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-"""
+""".replace("        // cases: _PANEL_KERNELS\n", _panel_dispatch())
 
 _CUDA_SOURCE = r"""
 #include <ATen/ATen.h>

@@ -1,19 +1,25 @@
 """blocked_wy: blocked Householder QR, one Triton program per matrix, all
 panels and trailing updates fused in a single launch.
 
-For each panel of NB columns: the panel (rows k..n, padded to BM rows) is
-factored column by column in registers (one fused cross-warp reduction per
-column, LAPACK slarfg conventions, rescaled norms when squares under- or
-overflow); the same reduction yields VᵀV column by column, so the compact-WY
-factor T (LAPACK slarft recurrence, tau = 0 safe) is built on the fly.  The
-trailing matrix is then updated as C -= V·(Tᵀ·(VᵀC)) in BN-column tiles and
-RB-row chunks with three tl.dot GEMMs whose input precision is a parameter
-each ("ieee" exact FP32, "tf32x3" near-FP32 on tensor cores).  The input is
-read once (the first panel step reads A and writes H), never modified.
+For each panel of NB columns (rows k..n, padded to BM rows, the height
+halved once or twice when the remaining rows fit: PARAMS["shrink"]), leaves
+of PARAMS["leaf"] columns are factored in registers column by column (one
+fused cross-warp reduction per column, LAPACK slarfg conventions, rescaled
+norms when squares under- or overflow), and each leaf's compact WY reaches the
+rest of its panel.  The panel's compact-WY factor T comes from G = VᵀV (tl.dot)
+and the LAPACK slarft recurrence (tau = 0 safe).  The trailing matrix is then
+updated as C -= V·(Tᵀ·(VᵀC)) in BN-column tiles and RB-row chunks with three
+tl.dot GEMMs whose input precision is a parameter each ("ieee" exact FP32,
+"tf32x3" near-FP32 on tensor cores; plain TF32 fails the residual gate at
+n = 512).  The input is read once (the first panel step reads A and writes H),
+never modified.
 
-Meant for n from about 128 to 1024 and batches large enough to fill the GPU
-(640×512 above all).  For n above PARAMS["max_n"] the file calls torch.geqrf.
-On CPU the Triton kernel runs under TRITON_INTERPRET=1; otherwise torch.geqrf.
+Meant for n from about 128 to 512 and batches large enough to fill the GPU
+(640×512 above all).  At 640×512 the trailing updates are where the time goes
+(ablation on an H200: the panels about 2.9 ms, the FP32 update GEMMs about
+10 ms, Triton's FMA dot at about 12 TFLOP/s; kernels/BENCHMARKS.md).  For n
+above PARAMS["max_n"] the file calls torch.geqrf.  On CPU the Triton kernel
+runs under TRITON_INTERPRET=1; otherwise torch.geqrf.
 """
 
 import os
@@ -49,6 +55,40 @@ PARAMS = {
     'max_n': 1024,
 }
 # qrsearch: end params
+
+# What a tuner may give each PARAMS key (the values above are the defaults): per size class (n ≤ 256,
+# ≤ 512, ≤ 1024, > 1024) a panel width nb_*, warps_* and a register cap maxnreg_* (0: none); leaf
+# columns of a panel are factored in registers at a time; update tiles are bn columns × rb rows with
+# stages software-pipeline stages; shrink halves the panel height once (twice) when the remaining
+# rows fit; one precision per GEMM (W = VᵀC, Tᵀ·W, C -= V·W2, G = VᵀV).  Plain "tf32" is no choice:
+# it failed the residual gate at n = 512 (kernels/BENCHMARKS.md#first-versions).
+# qrsearch: space
+SPACE = {
+    "nb_le256": [16, 32, 64],
+    "nb_le512": [16, 32, 64],
+    "nb_le1024": [16, 32, 64],
+    "nb_gt1024": [16, 32],
+    "warps_le256": [2, 4, 8],
+    "warps_le512": [4, 8, 16],
+    "warps_le1024": [8, 16, 32],
+    "warps_gt1024": [8, 16, 32],
+    "maxnreg_le256": [0, 96, 128, 168, 255],
+    "maxnreg_le512": [0, 96, 128, 168, 255],
+    "maxnreg_le1024": [0, 64, 96, 128],
+    "maxnreg_gt1024": [0, 64, 96, 128],
+    "leaf": [16, 32, 64],
+    "bn": [16, 32, 64, 128],
+    "rb": [16, 32, 64, 128],
+    "stages": [1, 2, 3],
+    "shrink": [0, 1, 2],
+    "join_reduce": [False, True],
+    "prec_w": ["ieee", "tf32x3"],
+    "prec_t": ["ieee", "tf32x3"],
+    "prec_u": ["ieee", "tf32x3"],
+    "prec_g": ["ieee", "tf32x3"],
+    "max_n": [1024, 2048],
+}
+# qrsearch: end space
 
 
 @triton.jit

@@ -1,5 +1,6 @@
 """householder_unblocked: one Triton program per matrix, the whole matrix held
-on chip as one [NP, NP] register tile, column-by-column Householder in FP32.
+on chip as one [NP, NP] register tile (NP = the next power of two ≥ max(n, 16)),
+column-by-column Householder in FP32.
 
 Each column costs one fused cross-warp reduction: the tail x of column c and
 row c of the tile give, in a single two-operand reduction, s = x_tailᵀA and
@@ -9,8 +10,12 @@ w = vᵀA = p + s/(alpha - beta) follow without a second reduction.  Tails whose
 squared norm leaves [1e-30, 1e30] are rescaled by their max-abs before the
 norm is taken.  No tl.dot, no TF32: exact FP32 arithmetic.
 
-For n above PARAMS["max_n"] the tile would not fit in registers; the file then
-calls torch.geqrf (and that time counts as its own).  On CPU the Triton kernel
+Meant for small n (about 8 to 128, e.g. 20×32), where launch latency and the
+serial chain of n reflectors dominate and a blocked algorithm has nothing to
+block; at 20×32 its time on an H200 is mostly launch and host overhead
+(measurements: kernels/BENCHMARKS.md).  PARAMS["warps_<NP>"] picks the warps
+per tile size.  For n above PARAMS["max_n"] the tile would not fit in registers;
+the file then calls torch.geqrf (and that time counts as its own).  On CPU the Triton kernel
 runs under TRITON_INTERPRET=1; without it, torch.geqrf.
 """
 
@@ -31,6 +36,19 @@ PARAMS = {
     'warps_256': 16,
 }
 # qrsearch: end params
+
+# What a tuner may give each PARAMS key (the values above are the defaults).
+# qrsearch: space
+SPACE = {
+    "max_n": [32, 64, 128, 256],
+    "join_reduce": [False, True],
+    "warps_16": [1, 2, 4],
+    "warps_32": [1, 2, 4],
+    "warps_64": [1, 2, 4, 8],
+    "warps_128": [4, 8, 16],
+    "warps_256": [8, 16, 32],
+}
+# qrsearch: end space
 
 
 @triton.jit

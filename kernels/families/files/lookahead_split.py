@@ -15,7 +15,9 @@ exceeds the SM count, so all cooperating programs are resident.  Every other
 program applies the previous panel's reflector C -= V·(Tᵀ·(VᵀC)) to one
 BN-column tile right of panel j (three tl.dot GEMMs, precision a parameter
 each).  The serial panel work overlaps the parallel update (look-ahead of
-depth one).  Panels use LAPACK slarfg conventions with one fused reduction
+depth one), and all SMs work even for a batch of 2.  The defaults run W = VᵀC,
+Tᵀ·W and the update on tensor cores at FP32 accuracy ("tf32x3"; plain TF32
+fails the residual gate).  Panels use LAPACK slarfg conventions with one fused reduction
 per column and norms that neither under- nor overflow.
 
 With PARAMS["coop_panel"] = "cholqr2" a split panel takes two barriers
@@ -68,6 +70,41 @@ PARAMS = {
     'coop_panel': 'householder',
 }
 # qrsearch: end params
+
+# What a tuner may give each PARAMS key (the values above are the defaults): panel width nb; update
+# tiles of bn columns × rb rows (bn_coop and stages_coop when panels are split; small n uses
+# warps_n_le512 and stages_n_le512); the panel program's row chunk rb_panel; single-program panels
+# keep panel_elems floats in registers ([BM, SB] with BM ≥ bm_min) and use warps_bm_* by panel
+# height; panels taller than split_rows are split over panel_programs cooperating programs (1 = never;
+# reduced so that programs × batch ≤ SMs, and off below 4 programs) with warps_split warps, and
+# factored with a barrier per column or by Cholesky QR twice (coop_panel); one precision per GEMM.
+# qrsearch: space
+SPACE = {
+    "nb": [16, 32],
+    "bn": [32, 64, 128],
+    "bn_coop": [32, 64, 128],
+    "rb": [32, 64, 128],
+    "rb_panel": [32, 64, 128, 256],
+    "stages": [1, 2, 3],
+    "stages_coop": [1, 2, 3],
+    "join_reduce": [False, True],
+    "panel_programs": [1, 8, 16, 32, 64],
+    "split_rows": [512, 1024, 2048],
+    "warps_split": [2, 4, 8],
+    "warps_n_le512": [0, 4, 8],
+    "stages_n_le512": [1, 2, 3],
+    "panel_elems": [16384, 32768],
+    "bm_min": [32, 64, 128],
+    "warps_bm_le256": [2, 4, 8],
+    "warps_bm_le1024": [4, 8, 16],
+    "warps_bm_gt1024": [8, 16, 32],
+    "prec_w": ["ieee", "tf32x3"],
+    "prec_t": ["ieee", "tf32x3"],
+    "prec_u": ["ieee", "tf32x3"],
+    "prec_g": ["ieee", "tf32x3"],
+    "coop_panel": ["householder", "cholqr2"],
+}
+# qrsearch: end space
 
 
 @triton.jit
