@@ -1,4 +1,4 @@
-"""The measurement scripts people quote numbers from: they must measure what they say."""
+"""The tools and lab probes people quote numbers from (tools/, lab/): they must measure what they say."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch
 from tests.kernels.test_precompile import KERNEL_CANDIDATE, needs_ptxas
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path[:0] = [str(ROOT / "tools"), str(ROOT / "lab")]
 
 from codegen_diff import normalised_ptx  # noqa: E402
 
@@ -56,7 +56,7 @@ def test_compile_profile_counts_every_kernel_once_whatever_the_sharding(tmp_path
     results = {}
     for shards in (0, 2):
         out = tmp_path / f"out{shards}"
-        run = subprocess.run([sys.executable, str(ROOT / "scripts" / "compile_profile.py"), "--suites", "smoke",
+        run = subprocess.run([sys.executable, str(ROOT / "tools" / "compile_profile.py"), "--suites", "smoke",
                               "--shards", str(shards), "--out", str(out), f"copy={candidate}"],
                              cwd=ROOT, capture_output=True, text=True, timeout=600)
         assert run.returncode == 0, run.stderr[-2000:]

@@ -319,7 +319,7 @@ def test_the_gpu_child_hits_the_cache_a_cuda_hidden_precompile_filled(tmp_path, 
     from kernels.harness.process import child_env
 
     run = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "precompile_check.py"), "--run", str(family), "--shapes",
+        [sys.executable, str(ROOT / "lab" / "precompile_check.py"), "--run", str(family), "--shapes",
          ",".join(f"{b}x{n}" for b, n in shapes)],
         env=child_env({"TRITON_CACHE_DIR": str(tmp_path / "cache")}), capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
