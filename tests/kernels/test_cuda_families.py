@@ -110,7 +110,8 @@ def _ptxas_entries(module, kernels: list[str], source: Path) -> dict[str, tuple[
 def test_blocked_default_panels_at_the_bench_shapes_do_not_spill(tmp_path):
     """The panel kernels the defaults launch at the qrv2-bench shapes on an H200 (132 SMs) keep
     their tile in registers: 200 bytes of spill loads a thread cost 60x1024's panels 28%
-    (kernels/BENCHMARKS.md#panels-two-to-an-sm), and a change of defaults or of the kernel that brings spills back should fail here."""
+    (kernels/BENCHMARKS.md#panels-two-to-an-sm), and a change of defaults or of the kernel that
+    brings spills back should fail here."""
     module = _module("cuda_blocked", tmp_path)
     launched = set()
     for batch, n in ((40, 176), (40, 352), (640, 512), (60, 1024)):
