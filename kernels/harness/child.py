@@ -40,7 +40,7 @@ from kernels.harness.timing import DeviceClock, DeviceTurn, call_verified, measu
 from kernels.suites import Case
 from kernels import verify as verify_module
 from kernels.verify import VerifyResult
-from kernels import contract as contract_module
+from kernels import inputs as inputs_module
 from population.outcomes import CaseStatus
 
 
@@ -87,7 +87,7 @@ def _trusted() -> dict[str, Any]:
         "verify_qr": verify_module.verify_qr,
         "householder_q64": verify_module.householder_q64,
         "form_q": verify_module._form_q,
-        "generate_input": contract_module.generate_input,
+        "generate_input": inputs_module.generate_input,
         "perf_counter": time.perf_counter,
         "synchronize": torch.cuda.synchronize,
         "event": torch.cuda.Event,
