@@ -24,7 +24,7 @@ from population.outcomes import CaseStatus
 
 
 @dataclass
-class Attempt:
+class ChildAttempt:
     """What one child made of a job; ``results`` by the caller's case index."""
 
     results: dict[int, CaseResult] = field(default_factory=dict)
@@ -47,7 +47,7 @@ def _tail_line(text: str) -> str:
     return f": {lines[-1][:300]}" if lines else ""
 
 
-def run_attempt(child: ChildProcess, job: Job, indices: list[int], limits: RunLimits, hooks: RunHooks) -> Attempt:
+def run_attempt(child: ChildProcess, job: Job, indices: list[int], limits: RunLimits, hooks: RunHooks) -> ChildAttempt:
     """Run ``job`` (the cases at ``indices`` of the caller's list) in ``child``.
 
     A child that ends the job ready for another goes to ``hooks.release``, any other is closed.
@@ -60,7 +60,7 @@ class _JobInChild:
     def __init__(self, child: ChildProcess, job: Job, indices: list[int], limits: RunLimits,
                  hooks: RunHooks) -> None:
         self.child, self.job, self.indices, self.limits, self.hooks = child, job, indices, limits, hooks
-        self.attempt = Attempt()
+        self.attempt = ChildAttempt()
         self.current: int | None = None  # the case running, by its index in the job
         self.phase = "starting the evaluation process"
         self.submitted = 0.0
@@ -72,7 +72,7 @@ class _JobInChild:
             TurnGivenBack: self._turn, Done: self._done,
         }
 
-    def run(self) -> Attempt:
+    def run(self) -> ChildAttempt:
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
             handle.write(self.job.model_dump_json())
             job_path = Path(handle.name)

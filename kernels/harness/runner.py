@@ -13,7 +13,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kernels.harness.attempt import Attempt, run_attempt
+from kernels.harness.attempt import ChildAttempt, run_attempt
 from kernels.harness.hooks import RunHooks
 from kernels.harness.job import CandidateJob
 from kernels.harness.results import CaseResult, SuiteReport
@@ -32,7 +32,7 @@ def _screened(job: CandidateJob) -> dict[int, CaseResult]:
     return {i: CaseResult(case=c, status=CaseStatus.REJECTED, error=reason) for i, c in enumerate(job.cases)}
 
 
-def _passed(attempt: Attempt, cases: int) -> bool:
+def _passed(attempt: ChildAttempt, cases: int) -> bool:
     """Whether an attempt ran all of its ``cases`` and every one passed."""
     return not attempt.infra_error and all(r.ok for r in attempt.results.values()) and len(attempt.results) >= cases
 
@@ -48,7 +48,7 @@ def run_candidate(job: CandidateJob, hooks: RunHooks = RunHooks()) -> SuiteRepor
     started = time.monotonic()
     cases = job.cases
     results = _screened(job)
-    info = Attempt()
+    info = ChildAttempt()
     infra_error: str | None = None
     startup_s = 0.0
     jit = [0, 0]
