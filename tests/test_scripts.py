@@ -317,8 +317,10 @@ def test_archived_device_run_files_are_listed_out_of_the_tree_and_every_run_has_
 
     commit, files = device_runs.read_list()
     assert commit and files
-    tracked = set(subprocess.run(["git", "ls-files", "docs/device-runs"], cwd=ROOT, capture_output=True, text=True,
-                                 check=True).stdout.split())
+    listed = subprocess.run(["git", "ls-files", "docs/device-runs"], cwd=ROOT, capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout: which files are tracked is unknown")
+    tracked = set(listed.stdout.split())
     assert not {f.path for f in files} & tracked
     runs = ROOT / "docs" / "device-runs"
     for folder in (p for p in runs.iterdir() if p.is_dir()):
