@@ -57,7 +57,7 @@ class Variant:
     patch: list[tuple[str, str]] = field(default_factory=list)
 
     def path(self) -> Path:
-        source = (ROOT / "kernels" / "families" / f"{self.family}.py").read_text()
+        source = (ROOT / "kernels" / "families" / "files" / f"{self.family}.py").read_text()
         for old, new in self.patch:
             if old not in source:
                 raise KeyError(f"{self.family}/{self.label}: patch target not found: {old[:60]!r}")

@@ -100,7 +100,7 @@ def kernel_times(fn: Any, a: torch.Tensor) -> list[tuple[str, float, int]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--file", type=Path, default=ROOT / "kernels" / "families" / "cuda_blocked.py")
+    parser.add_argument("--file", type=Path, default=ROOT / "kernels" / "families" / "files" / "cuda_blocked.py")
     parser.add_argument("--shape", action="append", required=True, help="BATCHxN")
     parser.add_argument("--variant", action="append", default=[], help="name:KEY=VALUE,...")
     parser.add_argument("--rounds", type=int, default=5)

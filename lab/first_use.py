@@ -49,7 +49,7 @@ triton.runtime.driver.active.get_current_device()
 triton.runtime.driver.active.utils  # noqa: B018 - loads cuda_utils
 mark("triton driver")
 family = sys.argv[1] if len(sys.argv) > 1 else "blocked_wy"
-kernel = load_candidate(Path(__file__).resolve().parents[1] / "kernels" / "families" / f"{family}.py")
+kernel = load_candidate(Path(__file__).resolve().parents[1] / "kernels" / "families" / "files" / f"{family}.py")
 mark(f"load {family}")
 for n in (32, 512):
     x = generate_input(4, n, 1.0, 1, "dense", device="cuda")

@@ -32,7 +32,7 @@ from typing import Any, Callable
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_FILE = ROOT / "kernels" / "families" / "lookahead_split.py"
+DEFAULT_FILE = ROOT / "kernels" / "families" / "files" / "lookahead_split.py"
 
 
 @dataclass

@@ -169,7 +169,7 @@ def profile_family(family: str, policy: TimingPolicy, verify_suite: str, bench_s
     """Each part's wall and busy microseconds, and under "idle_by_host_op" the bench job's GPU-idle
     microseconds by the host op running then."""
     device = torch.device("cuda")
-    path = ROOT / "kernels" / "families" / f"{family}.py"
+    path = ROOT / "kernels" / "families" / "files" / f"{family}.py"
     bench_cases = domain_cases(list(get_suite(bench_suite)), get_family(family))
     verify_cases = domain_cases(list(get_suite(verify_suite)), get_family(family))
     with _parts_instrumented(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -206,7 +206,8 @@ def precompile(families: list[str], suites: list[str], shards: int, cache_dir: P
         return sorted({(c.batch, c.n) for suite in suites
                        for c in domain_cases(list(get_suite(suite)), get_family(family))})
 
-    procs = [start_precompile(ROOT / "kernels" / "families" / f"{family}.py", shapes(family), cache_dir=cache_dir,
+    procs = [start_precompile(ROOT / "kernels" / "families" / "files" / f"{family}.py", shapes(family),
+                              cache_dir=cache_dir,
                               target=CompileTarget(sm_count=torch.cuda.get_device_properties(0).multi_processor_count),
                               report_path=logs / f"pre-{family}-{i}.json", shard=(i, shards))
              for family in families for i in range(shards)]

@@ -84,7 +84,7 @@ def compile_one(fn, signature: dict, constexprs: dict, num_warps: int, num_stage
 
 
 def family_module(name: str, overrides: dict):
-    path = ROOT / "kernels" / "families" / f"{name}.py"
+    path = ROOT / "kernels" / "families" / "files" / f"{name}.py"
     source = path.read_text()
     params = read_params(source)
     params.update(overrides)
