@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 from enum import Enum
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, cast
 
 import typer
 from rich.console import Console
@@ -117,7 +117,10 @@ def usable_device(device: Device) -> str:
 def _run(file: Path, suite: str, mode: str, timeout: float, keep_going: bool, profile: bool,
          device: str, label: str, only: Optional[str] = None, cpus: Optional[str] = None,
          region: TimedRegion = "call") -> SuiteReport:
-    from kernels.harness.runner import ChildProcess, run_candidate
+    from kernels.harness.hooks import RunHooks
+    from kernels.harness.job import CandidateJob, Mode
+    from kernels.harness.process import ChildProcess
+    from kernels.harness.runner import run_candidate
 
     pinned = parse_cpus(cpus) if cpus else None
 
@@ -133,10 +136,11 @@ def _run(file: Path, suite: str, mode: str, timeout: float, keep_going: bool, pr
                   console=err_console, transient=True) as progress:
         task = progress.add_task(f"{label} ({suite})", total=len(cases))
         return run_candidate(
-            file, cases, suite=suite, mode=mode, profile=profile, device=device, keep_going=keep_going,
-            limits=RunLimits(case_timeout_s=timeout), policy=TimingPolicy(region=region),
-            on_case=lambda i, r: progress.advance(task),
-            spawn=lambda: ChildProcess.pinned(pinned), fresh=lambda: ChildProcess.pinned(pinned),
+            CandidateJob(file, cases, suite=suite, mode=cast(Mode, mode), profile=profile,
+                         device=device, keep_going=keep_going, limits=RunLimits(case_timeout_s=timeout),
+                         policy=TimingPolicy(region=region)),
+            RunHooks(on_case=lambda i, r: progress.advance(task), spawn=lambda: ChildProcess.pinned(pinned),
+                     fresh=lambda: ChildProcess.pinned(pinned)),
         )
 
 

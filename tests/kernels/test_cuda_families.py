@@ -13,6 +13,7 @@ suite through the harness (tests/kernels/test_families.py).
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 import shutil
@@ -108,8 +109,9 @@ def _ptxas_entries(module, kernels: list[str], source: Path) -> dict[str, tuple[
                     "on the GPU machine only")
 def test_blocked_default_panels_at_the_bench_shapes_do_not_spill(tmp_path):
     """The panel kernels the defaults launch at the qrv2-bench shapes on an H200 (132 SMs) keep
-    their tile in registers: 200 bytes of spill loads a thread cost 60x1024's panels 28% (session
-    15), and a change of defaults or of the kernel that brings spills back should fail here."""
+    their tile in registers: 200 bytes of spill loads a thread cost 60x1024's panels 28%
+    (kernels/BENCHMARKS.md#panels-two-to-an-sm), and a change of defaults or of the kernel that
+    brings spills back should fail here."""
     module = _module("cuda_blocked", tmp_path)
     launched = set()
     for batch, n in ((40, 176), (40, 352), (640, 512), (60, 1024)):
@@ -152,6 +154,35 @@ def test_onchip_every_assignment_has_a_kernel(tmp_path):
         for n in range(1, params["max_n"] + 1):
             rpl = (n + 31) // 32
             assert (rpl, module._WARPS[rpl]) in table, (params, n)
+
+
+@pytest.mark.parametrize("name, listed, key", [("cuda_blocked", "_PANEL_KERNELS", r"case (\d+)LL"),
+                                               ("cuda_onchip", "_KERNELS", r"case (\d+):")])
+def test_the_host_dispatch_is_generated_from_the_files_kernel_list(tmp_path, name, listed, key):
+    """One list in the file names the kernels the host code instantiates: its switch has a case
+    for each entry, once, and no other."""
+    module = _module(name, tmp_path)
+    kernels = getattr(module, listed)
+    assert len(set(kernels)) == len(kernels)
+    assert _dispatch(module) == set(kernels)
+    assert len(set(re.findall(key, module._HOST_SOURCE))) == len(re.findall(key, module._HOST_SOURCE)) == len(kernels)
+
+
+def test_blocked_every_panel_shape_has_a_kernel(tmp_path, monkeypatch):
+    """Whatever the panel-kernel knobs say, every shape _shape() gives a panel of each width, at
+    every height that width is used for (a block's registers hold the panel: 64 columns up to 512
+    rows, 32 up to 1024, 16 up to 2048, 8 up to 4096), is one of _PANEL_KERNELS."""
+    module = _module("cuda_blocked", tmp_path)
+    dims = get_family("cuda_blocked").space.dimensions()
+    knobs = ("warps_nb32", "warps_nb32_few", "panel_min_blocks", "panel_min_blocks_le256")
+    listed = set(module._PANEL_KERNELS)
+    for values in itertools.product(*(dims[k].values for k in knobs)):
+        for knob, value in zip(knobs, values):
+            monkeypatch.setitem(module.PARAMS, knob, value)
+        for nb, rows in ((64, 512), (32, 1024), (16, 2048), (8, 4096)):
+            for rpl in {module._rows_per_lane(m) for m in range(1, rows + 1)}:
+                for batch in (1, 132, 640):
+                    assert (rpl, *module._shape(nb, rpl, batch, 132)) in listed, (dict(zip(knobs, values)), nb, rpl)
 
 
 def test_blocked_every_assignment_and_panel_has_a_kernel(tmp_path, monkeypatch):

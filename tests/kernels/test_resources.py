@@ -17,8 +17,10 @@ import pytest
 from kernels.families import FAMILIES, get_family
 from kernels.families.resources import (SHARED_BYTES_PER_BLOCK, SM_COUNT, gram_bytes, lookahead_bytes,
                                         lookahead_worst, next_power_of_2, task_shapes, update_bytes)
-from kernels.families.spaces import BlockedWYSpace, LookaheadSplitSpace
 from tests.kernels.test_precompile import clean_env, isolated, needs_ptxas  # noqa: F401 (fixture)
+
+LookaheadSplitSpace = FAMILIES["lookahead_split"].space
+BlockedWYSpace = FAMILIES["blocked_wy"].space
 
 # Run i's c0000118 (an Optuna child of the seed): "OutOfResources: out of resource: shared memory,
 # Required: 262144, Hardware limit: 232448" on dense-1x4096-c1.

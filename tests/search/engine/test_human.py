@@ -229,7 +229,7 @@ def focus_judge(request):
         if c.name == "dense-4x32-c1" and params.get("warps") == 16:
             ms = 1.5
         cases.append(CaseOutcome(case=c.name, status=CaseStatus.OK, median_ms=ms, min_ms=ms, max_ms=ms, count=3))
-    from population.models import geomean
+    from population.outcomes import geomean
     from search.evaluate.worker import EvalOutcome
 
     result = EvalResult(candidate_id=request.candidate_id, cases=tuple(cases),
