@@ -176,10 +176,13 @@ def test_blocked_wy_bounds_hold_where_triton_allocates_the_most(clean_env):  # n
 def test_cuda_blocked_update_kernel_fits_at_its_tightest_accepted_points(clean_env, block, bm, bn, stages):  # noqa: F811
     """The split-product update's tiles: of every point the space accepts, these came closest to the
     227 KB when compiled with Triton 3.9 (229376 and 212992 bytes; the space's rule is kept)."""
-    from kernels.families.spaces import CudaBlockedSpace
+    from kernels.families import get_family
 
-    CudaBlockedSpace(block_le512=block, nb_le512=min(block, 32), apply_bm=bm, apply_bn=bn, apply_stages=stages,
-                     update_le1024="tf32x3")  # accepted
+    cuda_blocked = get_family("cuda_blocked")
+    cuda_blocked.validate(cuda_blocked.default_params().as_params()
+                          | dict(block_le512=block, nb_le512=min(block, 32), apply_bm=bm, apply_bn=bn,
+                                 apply_stages=stages, update_le1024="tf32x3",
+                                 update_gt1024="fp32"))  # accepted
     fn = _kernel("cuda_blocked", "_apply_kernel")
     constants = dict(KP=max(16, block), BM=bm, BN=bn, STAGES=stages, PREC="tf32x3")
     arrays = {n: "*fp32" for n in ("S", "C", "VT", "T")}
