@@ -11,8 +11,6 @@ dense inputs multiply column j by ``10 ** (-cond * j / (n - 1))``.
 
 from __future__ import annotations
 
-from typing import Any
-
 # float32's machine epsilon (torch.finfo(torch.float32).eps), written out so that the contract's
 # constants, and the suites and floors built on them, import without torch (``qrsearch status``).
 EPS32: float = 2.0 ** -23
@@ -36,15 +34,3 @@ def qr_min_bytes(batch: int, n: int) -> float:
     """Read A once, write H once (tau is negligible)."""
     return 2.0 * 4.0 * float(n) ** 2 * batch
 
-
-# The generators stay importable from here, loaded on first use: the read-only commands import
-# this module for its constants and must not pay for (or need) torch.
-_GENERATORS = ("generate_input", "mixed_profiles")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _GENERATORS:
-        import kernels.inputs
-
-        return getattr(kernels.inputs, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

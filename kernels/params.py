@@ -13,6 +13,16 @@ the block's values: two files that differ only in parameters share a
 structure.  A family's space is a :class:`ParamSpace` pydantic model whose
 fields carry a dimension (:class:`Choice`, :class:`IntRange`,
 :class:`FloatRange`, or a ``Literal``) — the space is data a tuner can read.
+
+A family file declares its space beside its PARAMS, as data too, so that the
+file stays a plain GPU MODE submission (torch and triton only)::
+
+    # qrsearch: space
+    SPACE = {"panel": [16, 32, 64], "num_warps": [4, 8]}
+    # qrsearch: end space
+
+Each key lists the values a tuner may give that PARAMS key; the PARAMS value is
+the default.  :func:`space_model` builds the typed space from the two blocks.
 """
 
 from __future__ import annotations
@@ -25,16 +35,22 @@ import random
 import re
 import typing
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Mapping, Union
+from typing import Annotated, Any, Callable, ClassVar, Literal, Mapping, Sequence, Union
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model, model_validator
 
 PARAMS_BEGIN = "# qrsearch: params"
 PARAMS_END = "# qrsearch: end params"
-_BLOCK = re.compile(
-    rf"^{re.escape(PARAMS_BEGIN)}[ \t]*\n(?P<body>.*?)^{re.escape(PARAMS_END)}[ \t]*$",
-    re.MULTILINE | re.DOTALL,
-)
+SPACE_BEGIN = "# qrsearch: space"
+SPACE_END = "# qrsearch: end space"
+
+
+def _block_pattern(begin: str, end: str) -> re.Pattern[str]:
+    return re.compile(rf"^{re.escape(begin)}[ \t]*\n(?P<body>.*?)^{re.escape(end)}[ \t]*$", re.MULTILINE | re.DOTALL)
+
+
+_BLOCK = _block_pattern(PARAMS_BEGIN, PARAMS_END)
+_SPACE_BLOCK = _block_pattern(SPACE_BEGIN, SPACE_END)
 
 
 class ParamsError(ValueError):
@@ -152,26 +168,80 @@ def _block(source: str) -> re.Match[str]:
     return match
 
 
-def read_params(source: str) -> dict[str, Any]:
-    """The literal dict in the PARAMS block."""
-    body = _block(source).group("body")
+def _literal_dict(body: str, name: str) -> dict[str, Any]:
+    """The literal dict that the block ``body`` assigns to ``name``."""
     try:
         tree = ast.parse(body)
     except SyntaxError as exc:
-        raise ParamsError(f"PARAMS block does not parse: {exc.msg}") from None
+        raise ParamsError(f"{name} block does not parse: {exc.msg}") from None
     if (
         len(tree.body) != 1
         or not isinstance(tree.body[0], ast.Assign)
-        or [getattr(t, "id", None) for t in tree.body[0].targets] != ["PARAMS"]
+        or [getattr(t, "id", None) for t in tree.body[0].targets] != [name]
     ):
-        raise ParamsError("PARAMS block must hold exactly one assignment 'PARAMS = {...}'")
+        raise ParamsError(f"{name} block must hold exactly one assignment '{name} = {{...}}'")
     try:
         value = ast.literal_eval(tree.body[0].value)
     except ValueError:
-        raise ParamsError("PARAMS must be a literal dict (numbers, strings, booleans)") from None
+        raise ParamsError(f"{name} must be a literal dict (numbers, strings, booleans)") from None
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-        raise ParamsError("PARAMS must be a dict with string keys")
+        raise ParamsError(f"{name} must be a dict with string keys")
     return value
+
+
+def read_params(source: str) -> dict[str, Any]:
+    """The literal dict in the PARAMS block."""
+    return _literal_dict(_block(source).group("body"), "PARAMS")
+
+
+def read_space(source: str) -> dict[str, list[Any]]:
+    """The literal dict in the SPACE block: each key's values as a non-empty list of numbers,
+    strings or booleans, all of one type (``{}`` for a file without the block: no knobs)."""
+    match = _SPACE_BLOCK.search(source)
+    if match is None:
+        return {}
+    space = _literal_dict(match.group("body"), "SPACE")
+    for key, values in space.items():
+        if not isinstance(values, list) or not values or len({type(v) for v in values}) != 1 \
+                or not isinstance(values[0], (bool, int, float, str)):
+            raise ParamsError(f"SPACE[{key!r}] must be a non-empty list of values of one type, not {values!r}")
+    return space
+
+
+def _annotation(values: list[Any]) -> Any:
+    """The field type of a dimension: ``bool`` and ``Literal`` where the type says it all, else the
+    type with its :class:`Choice` (whose order is the order a sampler draws from)."""
+    if isinstance(values[0], bool):
+        return bool if values == [False, True] else Annotated[bool, Choice(*values)]
+    if isinstance(values[0], str):
+        return Literal[tuple(values)]
+    return Annotated[type(values[0]), Choice(*values)]
+
+
+Rule = Callable[[Mapping[str, Any]], None]
+
+
+def space_model(name: str, space: Mapping[str, list[Any]], defaults: Mapping[str, Any],
+                rules: Sequence[Rule] = ()) -> type[ParamSpace]:
+    """The typed space of a family: a field per ``space`` key with those values, defaulting to
+    ``defaults`` (its PARAMS), and ``rules`` that drop assignments the dimensions alone cannot
+    (each raises ValueError with its reason)."""
+    if set(space) != set(defaults):
+        missing, extra = sorted(set(defaults) - set(space)), sorted(set(space) - set(defaults))
+        raise ParamsError(f"{name}: SPACE and PARAMS keys differ: PARAMS keys without values {missing}, "
+                          f"SPACE keys without a PARAMS value {extra}")
+    fields: dict[str, Any] = {key: (_annotation(values), defaults[key]) for key, values in space.items()}
+    validators: dict[str, Any] = {}
+    if rules:
+        def _rules(self: ParamSpace) -> ParamSpace:
+            params = self.as_params()
+            for rule in rules:
+                rule(params)
+            return self
+
+        validators["_rules"] = model_validator(mode="after")(_rules)
+    model: type[ParamSpace] = create_model(name, __base__=ParamSpace, __validators__=validators, **fields)
+    return model
 
 
 def _literal(value: Any) -> str:

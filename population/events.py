@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import Field, JsonValue
 
 from population.errors import StoreCorrupt
-from population.models import Frozen
+from population.models import Frozen, NewCandidate, Origin
 from population.store_schema import EVENTS_DDL, check_header, check_identity, db_path, note_closed, note_open
 
 CURSOR_KEY = "human/cursor"
@@ -117,6 +117,19 @@ def read_outcomes(conn: sqlite3.Connection) -> dict[int, EventOutcome]:
 
 def outcome_key(seq: int) -> str:
     return f"{OUTCOME_PREFIX}{seq:08d}"
+
+
+def injected_candidate(event: HumanEvent) -> NewCandidate:
+    """The candidate an ``inject`` event adds (by the driver, or by the command on a stopped run)."""
+    data = event.data
+    return NewCandidate(family=event.target, island=0, origin=Origin.HUMAN, source=str(data["source"]),
+                        params=dict(data.get("params") or {}),  # type: ignore[arg-type]
+                        fingerprint=str(data["fingerprint"]))
+
+
+def inject_applied(event: HumanEvent, candidate_id: str) -> EventOutcome:
+    return EventOutcome(seq=event.seq, status=OutcomeStatus.APPLIED, detail=f"queued as {candidate_id}",
+                        at=time.time(), candidate_id=candidate_id)
 
 
 class EventWriter:

@@ -19,8 +19,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from population.errors import InvalidTransition
-# Re-exported: the case vocabulary and the geomean are defined once, where kernels can import them.
-from population.outcomes import CaseStatus, geomean  # noqa: F401
+from population.outcomes import CaseStatus
 
 
 class Frozen(BaseModel):

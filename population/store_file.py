@@ -120,6 +120,8 @@ class StoreFile:
         # Validate through a read-only connection first so that nothing can be written to
         # a file that turns out to be damaged or foreign.
         probe: sqlite3.Connection | None = None
+        side_files = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+        absent = [f for f in side_files if not f.exists()]
         try:
             probe = sqlite3.connect(_read_uri(path, readonly), uri=True, isolation_level=None)
             probe.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -133,8 +135,17 @@ class StoreFile:
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
                 conn.execute("PRAGMA foreign_keys = ON")
-        except sqlite3.DatabaseError as exc:
-            raise StoreCorrupt(path, f"cannot be read as a run store: {exc}") from exc
+        except (sqlite3.DatabaseError, RunStoreError) as exc:
+            if probe is not None:
+                probe.close()
+                probe = None
+            _remove_made(absent)
+            if isinstance(exc, StoreCorrupt):  # a failed integrity check: the same advice
+                said = str(exc).removeprefix(f"{path}: ")
+                raise StoreCorrupt(path, f"{said}; {recovery_hint(path)}") from None
+            if isinstance(exc, RunStoreError):
+                raise
+            raise StoreCorrupt(path, f"cannot be read as a run store: {exc}; {recovery_hint(path)}") from exc
         finally:
             if probe is not None:
                 probe.close()
@@ -225,6 +236,22 @@ class StoreFile:
         row = self._execute(sql, params).fetchone()
         return None if row is None else row[0]
 
+
+
+def recovery_hint(path: Path) -> str:
+    """What to do with a damaged store, for the one line that reports it."""
+    return (f"restore it from a copy, or save what SQLite can read with `sqlite3 {path} .recover | sqlite3 "
+            f"{path.with_name('recovered.sqlite')}`; the run's config.yaml can start a new run")
+
+
+def _remove_made(side_files: list[Path]) -> None:
+    """Remove the ``-wal``/``-shm`` files that a failed open created (they were absent before it):
+    a damaged store stays as it was found."""
+    for side in side_files:
+        try:
+            side.unlink()
+        except FileNotFoundError:
+            pass
 
 
 def _lock(run_dir: Path, path: Path) -> int:

@@ -31,7 +31,9 @@ class ConfigError(ValueError):
 
 
 class FamilySpec(_Section):
-    name: str = Field(description="a registered family (see `qrsearch families`)")
+    """One searched family: its name and its island model."""
+
+    name: str = Field(description="a registered family (the table below)")
     islands: int = Field(2, ge=1, description="independent sub-populations of this family")
     island_size: int = Field(8, ge=1, description="members an island keeps (champion and maturing ones are extra)")
 
@@ -97,13 +99,13 @@ class EvaluationConfig(_Section):
         "region", description="what a bench job has the device alone for: 'region', each timed region (its L2 "
         "flush, the clock's calibration and a profiled call too), sharing the device between them with the other "
         "lanes' untimed work (inputs, warm-ups, re-checks of timed outputs), so two lanes' host-bound re-checks "
-        "run at once; 'job', the whole bench job (re-checks included), as before session 13")
+        "run at once; 'job', the whole bench job (re-checks included)")
     lanes: int = Field(
         1, ge=1, description="evaluations each evaluator runs at once, so one's compile wait, process starts and "
         "gate calls may overlap another's GPU work; timed calls still have the device alone (a bench job waits for "
-        "the others' gate calls and process starts, and they for it). On an H200, since spares import with no gate "
-        "hold, two lanes measured 64% GPU and 22.9 evaluations/min against one lane's 53% and 19.5 (runs l and k; "
-        "runs/h200.yaml uses 2); 1 here, for hosts with few CPUs")
+        "the others' gate calls and process starts, and they for it). On an H200 two lanes "
+        "measured 64% GPU and 22.9 evaluations/min against one lane's 53% and 19.5 "
+        "(docs/search-performance.md; runs/h200.yaml uses 2); 1 here, for hosts with few CPUs")
     compile_ahead: int = Field(
         2, ge=0, description="candidates queued per evaluator beyond the ones it runs; their Triton kernels are "
         "compiled ahead (CUDA hidden, on CPUs the timing child does not use) into the run's cache; 0: off")
@@ -161,10 +163,13 @@ class EvaluationConfig(_Section):
 
 
 class BudgetConfig(_Section):
+    """When the run stops, and when LLM mutation stops spending."""
+
     max_evals: Optional[int] = Field(200, ge=1, description="evaluations (of any outcome) before the run stops")
     max_minutes: Optional[float] = Field(30.0, gt=0, description="wall-clock minutes before the run stops")
     max_llm_tokens: Optional[int] = Field(2_000_000, ge=0, description="LLM prompt+completion tokens, then LLM off")
-    max_llm_cost_usd: Optional[float] = Field(20.0, ge=0, description="LLM spend, then LLM off")
+    max_llm_cost_usd: Optional[float] = Field(20.0, ge=0, description="LLM spend, then LLM off (counted from each "
+                                              "model's usd_per_mtok_in/out: a model without prices costs nothing)")
 
 
 # The keys ``mutation:`` had before the operator registry, and the operators each one meant.
@@ -237,17 +242,34 @@ class MutationMix(RootModel[dict[str, float]]):
 
 
 class LLMModel(_Section):
+    """One model the endpoint serves, its share of the calls and its prices."""
+
     name: str = Field(description="model name as the endpoint knows it")
     weight: float = Field(1.0, gt=0, description="relative share of calls")
-    usd_per_mtok_in: float = Field(0.0, ge=0, description="price per million prompt tokens")
-    usd_per_mtok_out: float = Field(0.0, ge=0, description="price per million completion tokens")
+    usd_per_mtok_in: float = Field(0.0, ge=0, description="price in USD per million prompt tokens (0: free, and "
+                                   "budget.max_llm_cost_usd never counts it)")
+    usd_per_mtok_out: float = Field(0.0, ge=0, description="price in USD per million completion tokens")
+
+
+# A ``models:`` list with prices, as docs/config.md shows it (a test checks that it loads).
+LLM_MODELS_EXAMPLE = """\
+llm:
+  base_url: http://localhost:8000/v1
+  models:
+    - {name: qwen3-coder, weight: 3, usd_per_mtok_in: 0.20, usd_per_mtok_out: 0.80}
+    - {name: gpt-4.1-mini, weight: 1, usd_per_mtok_in: 0.40, usd_per_mtok_out: 1.60}
+budget: {max_llm_cost_usd: 5}
+"""
 
 
 class LLMConfig(_Section):
+    """LLM mutation: an OpenAI-compatible endpoint and its models (off without both)."""
+
     base_url: Optional[str] = Field(None, description="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1; none: LLM off")
     models: list[LLMModel] = Field(default_factory=list, description="models to sample from, by weight")
     api_key_env: str = Field("OPENAI_API_KEY", description="environment variable holding the API key")
-    temperature: float = Field(0.7, ge=0, le=2)
+    temperature: float = Field(0.7, ge=0, le=2, description="sampling temperature of every call (0: the most "
+                               "likely answer; higher: more varied edits)")
     max_tokens: int = Field(8192, ge=256, description="completion tokens per call")
     timeout_s: float = Field(180.0, gt=0, description="per request")
     max_retries: int = Field(4, ge=0, description="retries with backoff on timeouts, 429 and 5xx")
@@ -280,22 +302,34 @@ class LLMConfig(_Section):
 
 
 class OptunaConfig(_Section):
+    """Parameter tuning: one Optuna study per family and structure."""
+
     sampler: Literal["tpe", "random", "cmaes"] = Field("tpe", description="Optuna sampler per study")
     trials_per_structure: int = Field(60, ge=1, description="parameter evaluations per (family, structure) at most")
 
 
 class SelectionSettings(_Section):
-    kind: Literal["tournament", "rank_softmax"] = "tournament"
-    tournament_size: int = Field(3, ge=1)
+    """How a parent is chosen from an island."""
+
+    kind: Literal["tournament", "rank_softmax"] = Field(
+        "tournament", description="tournament: the fastest of tournament_size members drawn at random; "
+        "rank_softmax: drawn with probability falling with rank")
+    tournament_size: int = Field(3, ge=1, description="members drawn per tournament")
     temperature: float = Field(0.5, gt=0, description="rank-softmax temperature (small: greedy)")
 
 
 class MigrationSettings(_Section):
-    topology: Literal["ring", "best_to_worst"] = "ring"
+    """Islands of one family share their best members now and then."""
+
+    topology: Literal["ring", "best_to_worst"] = Field(
+        "ring", description="ring: each island sends its best to the next; best_to_worst: the island whose best is "
+        "fastest sends it to the island whose best is slowest")
     every_evals: int = Field(20, ge=0, description="migrate within a family every K of its evaluations; 0: never")
 
 
 class MaturationSettings(_Section):
+    """A new structure is tuned before it must beat the champion."""
+
     tuning_budget: int = Field(8, ge=0, description="parameter evaluations a new structure gets before it must win")
     timeout_evals: Optional[int] = Field(60, ge=1, description="family evaluations after which a maturing structure is judged anyway")
     min_improvement: float = Field(
@@ -304,6 +338,8 @@ class MaturationSettings(_Section):
 
 
 class RayConfig(_Section):
+    """Where the evaluators run."""
+
     address: Optional[str] = Field(None, description="Ray cluster address ('auto', ray://...); none: local Ray")
     gpus: Optional[int] = Field(None, ge=0, description="GPU evaluators (default: every GPU Ray sees)")
     cpu_evaluators: int = Field(1, ge=1, description="CPU evaluators when there is no GPU")
@@ -393,7 +429,7 @@ class RunConfig(_Section):
 
         cuda = [f.name for f in self.families if FAMILIES[f.name].needs_cuda]
         if cuda and self.evaluation.device == "cpu":
-            raise ValueError(f"families {cuda} are CUDA C++ and need a GPU, but evaluation.device is cpu; "
+            raise ValueError(f"families: {cuda} are CUDA C++ and need a GPU, but evaluation.device is cpu; "
                              "leave them out of a CPU run")
         return self
 
@@ -405,8 +441,8 @@ class RunConfig(_Section):
             names = [c.name for c in get_suite(self.evaluation.bench_suite)]
             unknown = [c for c in self.focus.cases if c not in names]
             if unknown:
-                raise ValueError(f"focus cases {unknown} are not in bench suite {self.evaluation.bench_suite} "
-                                 f"(its cases: {', '.join(names)})")
+                raise ValueError(f"focus.cases: {', '.join(unknown)} not in bench suite "
+                                 f"{self.evaluation.bench_suite} (its cases: {', '.join(names)})")
         return self
 
     @property
@@ -438,7 +474,7 @@ class RunConfig(_Section):
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+            raise ConfigError(f"{source}: not valid YAML: {_yaml_problem(exc)}") from None
         if data is None:
             data = {}
         if not isinstance(data, dict):
@@ -465,25 +501,61 @@ def _default_families(cuda: bool = True) -> list[str]:
     return [name for name, fam in FAMILIES.items() if not fam.baseline and (cuda or not fam.needs_cuda)]
 
 
-def _explain(exc: ValidationError, source: str) -> str:
-    lines = [f"{source}: invalid run config"]
+def problems(exc: ValidationError) -> list[tuple[str, str]]:
+    """``(field path, message)`` per error, in words: no "Value error, " prefix, and a check of the
+    whole config (which pydantic places nowhere) placed at the field its message names first."""
+    out = []
     for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        message = err["msg"]
+        where = ".".join(str(p) for p in err["loc"])
+        message = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             message = "unknown field (check the spelling; see docs/config.md)"
-        lines.append(f"  {where}: {message}")
+        if not where:
+            named, sep, rest = message.partition(": ")
+            if sep and re.fullmatch(r"[a-z_]+(\.[a-z_]+)*", named):
+                where, message = named, rest
+        out.append((where or "(top level)", message))
+    return out
+
+
+def _explain(exc: ValidationError, source: str) -> str:
+    lines = [f"{source}: invalid run config"]
+    lines += [f"  {where}: {message}" for where, message in problems(exc)]
     return "\n".join(lines)
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's complaint in one line, placed by line and column (its own text names the stream
+    ``<unicode string>``, not the file)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or type(exc).__name__
+    context, context_mark = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    text = f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark is not None else str(problem)
+    if context:
+        text += f" ({context}" + (f" from line {context_mark.line + 1}, column {context_mark.column + 1}"
+                                  if context_mark is not None else "") + ")"
+    return text
+
+
 def default_config(cuda: bool) -> RunConfig:
-    """The embedded default of ``qrsearch launch`` with no arguments."""
+    """The embedded default of ``qrsearch launch`` with no arguments: with a GPU, the real search; without
+    one, a demonstration of the loop that shows children, champion changes and a lineage within minutes
+    (two Triton families, one island each, the CPU suites, short timing: in the interpreter a case is
+    a Python loop, and its times rank nothing)."""
     if cuda:
         return RunConfig(name="default-gpu", budget=BudgetConfig(max_evals=200, max_minutes=20))
     return RunConfig(
         name="default-cpu",
-        families=[FamilySpec(name=n) for n in _default_families(cuda=False)],
+        families=[FamilySpec(name=name, islands=1, island_size=4) for name in CPU_DEMO_FAMILIES],
         evaluation=EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu", profile=False,
-                                    timing=TimingPolicy(max_seconds=0.3)),
-        budget=BudgetConfig(max_evals=24, max_minutes=4),
+                                    timing=TimingPolicy(warmup_calls=1, min_reps=2, max_seconds=0.2),
+                                    limits=RunLimits(case_timeout_s=120), duel_below_ms=0.0),
+        budget=BudgetConfig(max_evals=16, max_minutes=6),
+        maturation=MaturationSettings(tuning_budget=3),
+        migration=MigrationSettings(every_evals=4),
     )
+
+
+# The CPU demonstration's families: the two whose interpreted kernels are quick at the CPU suites' sizes
+# (lookahead_split is built for n of 352 and more, and only slows a CPU run down).
+CPU_DEMO_FAMILIES = ("householder_unblocked", "blocked_wy")

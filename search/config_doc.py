@@ -6,11 +6,13 @@
 from __future__ import annotations
 
 import json
+import re
 import typing
+from typing import Any
 
 from pydantic import BaseModel
 
-from search.config import DEPRECATED_EVALUATION_KEYS, LEGACY_MUTATION_KEYS, MutationMix, RunConfig
+from search.config import DEPRECATED_EVALUATION_KEYS, LEGACY_MUTATION_KEYS, LLM_MODELS_EXAMPLE, MutationMix, RunConfig
 
 
 def _type_name(annotation: object) -> str:
@@ -32,8 +34,28 @@ def _mapping_section(model: type[MutationMix], prefix: str, lines: list[str]) ->
               "Old and new keys cannot be mixed in one mapping.", ""]
 
 
-def _section(model: type[BaseModel], prefix: str, lines: list[str]) -> None:
+def _plain(default: Any) -> Any:
+    """A default as YAML would write it (a list of models as a list of mappings)."""
+    if isinstance(default, list):
+        return [d.model_dump(mode="json") if isinstance(d, BaseModel) else d for d in default]
+    return default
+
+
+def _item_model(annotation: object) -> type[BaseModel] | None:
+    """The model of a ``list[Model]`` field (families, llm.models), whose items have fields of their own."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is list and args and isinstance(args[0], type) and issubclass(args[0], BaseModel):
+        return args[0]
+    return None
+
+
+def _doc(model: type[BaseModel]) -> str:
+    return " ".join(line.strip() for line in (model.__doc__ or "").strip().split("\n\n")[0].splitlines())
+
+
+def _section(model: type[BaseModel], prefix: str, lines: list[str], title: str | None = None) -> None:
     nested: list[tuple[str, type[BaseModel]]] = []
+    items: list[tuple[str, type[BaseModel]]] = []
     rows = []
     if issubclass(model, MutationMix):
         _mapping_section(model, prefix, lines)
@@ -43,17 +65,46 @@ def _section(model: type[BaseModel], prefix: str, lines: list[str]) -> None:
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
             nested.append((f"{prefix}{name}", annotation))
             continue
-        default = field.get_default(call_default_factory=True)
-        if isinstance(default, list) and default and isinstance(default[0], BaseModel):
-            default = [d.model_dump(mode="json") for d in default]
-        rows.append(f"| `{prefix}{name}` | `{_type_name(annotation)}` | `{json.dumps(default, default=str)}` | "
-                    f"{field.description or ''} |")
+        item = _item_model(annotation)
+        if item is not None:
+            items.append((f"{prefix}{name}", item))
+        default = None if field.is_required() else _plain(field.get_default(call_default_factory=True))
+        shown = "required" if field.is_required() else f"`{json.dumps(default, default=str)}`"
+        rows.append(f"| `{prefix}{name}` | `{_type_name(annotation)}` | {shown} | "
+                    f"{field.description or ''}" + (f" (its fields: [{prefix}{name}[]](#{_anchor(prefix + name)}))"
+                                                     if item is not None else "") + " |")
     if rows:
-        title = prefix.rstrip(".") or "top level"
-        doc = (model.__doc__ or "").strip().split("\n")[0]
-        lines += [f"## {title}", "", doc, "", "| field | type | default | meaning |", "|---|---|---|---|", *rows, ""]
+        lines += [f"## {title or prefix.rstrip('.') or 'top level'}", "", _doc(model), "",
+                  "| field | type | default | meaning |", "|---|---|---|---|", *rows, ""]
+    for name, item in items:
+        _section(item, f"{name}[].", lines, title=f"{name}[]")
+        lines += ITEM_NOTES.get(name, lambda: [])()
     for name, sub in nested:
         _section(sub, f"{name}.", lines)
+
+
+def _anchor(name: str) -> str:
+    """GitHub's anchor of the heading ``name[]``."""
+    return re.sub(r"[^a-z0-9_-]", "", name.lower().replace(" ", "-"))
+
+
+def _registered_families() -> list[str]:
+    from kernels.families import FAMILIES
+
+    rows = [f"| `{f.name}` | {f.language} | {f.n_range[0]}" + (" and up" if f.n_range[1] >= 2 ** 20 else
+                                                                    f"..{f.n_range[1]}") + " | "
+            f"{'no (CUDA C++ needs a GPU)' if f.needs_cuda else 'yes (Triton interpreter)'} |"
+            for f in FAMILIES.values() if not f.baseline]
+    return ["Registered families (`kernels/families/__init__.py`; `torch_geqrf`, the reference, is always in "
+            "the run):", "", "| name | kernels in | meant for n | runs on a CPU |", "|---|---|---|---|", *rows, ""]
+
+
+def _llm_models_example() -> list[str]:
+    return ["With prices, `budget.max_llm_cost_usd` can stop the spending; every call's tokens are priced "
+            "by its model:", "", "```yaml", *LLM_MODELS_EXAMPLE.rstrip().splitlines(), "```", ""]
+
+
+ITEM_NOTES = {"families": _registered_families, "llm.models": _llm_models_example}
 
 
 def render() -> str:

@@ -1,4 +1,4 @@
-"""The measurement scripts people quote numbers from: they must measure what they say."""
+"""The tools and lab probes people quote numbers from (tools/, lab/): they must measure what they say."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch
 from tests.kernels.test_precompile import KERNEL_CANDIDATE, needs_ptxas
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path[:0] = [str(ROOT / "tools"), str(ROOT / "lab")]
 
 from codegen_diff import normalised_ptx  # noqa: E402
 
@@ -56,7 +56,7 @@ def test_compile_profile_counts_every_kernel_once_whatever_the_sharding(tmp_path
     results = {}
     for shards in (0, 2):
         out = tmp_path / f"out{shards}"
-        run = subprocess.run([sys.executable, str(ROOT / "scripts" / "compile_profile.py"), "--suites", "smoke",
+        run = subprocess.run([sys.executable, str(ROOT / "tools" / "compile_profile.py"), "--suites", "smoke",
                               "--shards", str(shards), "--out", str(out), f"copy={candidate}"],
                              cwd=ROOT, capture_output=True, text=True, timeout=600)
         assert run.returncode == 0, run.stderr[-2000:]
@@ -155,7 +155,7 @@ def test_stage_profile_blames_gpu_idle_time_on_the_innermost_host_op():
 
 
 def test_launch_split_replays_the_recorded_launches_exactly(tmp_path, monkeypatch):
-    """scripts/launch_split.py times lookahead_split's launches one by one from a recording: a
+    """lab/launch_split.py times lookahead_split's launches one by one from a recording: a
     replay of the whole grids on fresh buffers must reproduce the family's output bit for bit
     (else it times something else), and the panel-only replay launches just the panel programs."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
@@ -238,3 +238,93 @@ def test_blocked_probe_variants_override_params_and_drop_graphs_captured_under_o
     assert module.PARAMS == {"a": 5, "b": 2} and module._GRAPHS == {}
     use(module, base, {})
     assert module.PARAMS == base
+
+
+def _bench_doc(family: str, cases: dict[str, float | None]) -> dict:
+    """A `qrsearch bench --json` document of a family file: None marks a failed case."""
+    return {"candidate": f"kernels/families/{family}.py",
+            "cases": [{"name": name, "status": "ok" if ms else "fail", "timing": {"median_ms": ms} if ms else None}
+                      for name, ms in cases.items()]}
+
+
+def test_composite_file_routes_each_shape_to_its_best_passing_family_and_runs(tmp_path, monkeypatch):
+    """The defaults' composite (what GPU MODE's runner times): per shape the family with the best
+    geomean over the shape's cases, never one that failed a case of it; the file passes the static
+    screen and factors correctly through the route (on CPU, the families' torch.geqrf fallback)."""
+    from composite_file import build, routes_from_benches
+
+    from kernels.candidate import load_candidate, materialize
+    from kernels.harness.screen import screen_source
+    from kernels.inputs import generate_input
+    from kernels.verify import verify_qr
+
+    docs = {"cuda_blocked": {"dense-640x512-c2": 5.0, "mixed-640x512-c2": 5.1, "dense-2x4096-c1": 18.0,
+                             "dense-40x352-c1": 0.9},
+            "lookahead_split": {"dense-640x512-c2": 4.0, "mixed-640x512-c2": None, "dense-2x4096-c1": 23.0,
+                                "dense-40x352-c1": 0.66}}
+    paths = []
+    for family, cases in docs.items():
+        path = tmp_path / f"{family}.json"
+        path.write_text(json.dumps(_bench_doc(family, cases)))
+        paths.append(path)
+    routes = routes_from_benches(paths)
+    # lookahead_split is faster on dense 640x512 but failed the mixed case of that shape
+    assert {shape: fam for shape, (fam, _, _) in routes.items()} == {
+        (640, 512): "cuda_blocked", (2, 4096): "cuda_blocked", (40, 352): "lookahead_split"}
+    assert math.isclose(routes[(640, 512)][1], math.sqrt(5.0 * 5.1))
+    source = build(routes, "cuda_blocked")
+    assert screen_source(source) == []
+    assert "(640, 512): 'cuda_blocked'" in source and "(40, 352): 'lookahead_split'" in source
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    kernel = load_candidate(materialize(source, tmp_path / "composite"))
+    a = generate_input(2, 24, 1.0, 3, "mixed")
+    assert verify_qr(a, kernel(a.clone()), None).ok
+
+
+def test_device_runs_restores_an_archived_file_and_refuses_one_that_differs(tmp_path, monkeypatch):
+    import hashlib
+    import io
+    import tarfile
+
+    import device_runs
+
+    data, path = b"a run store", "docs/device-runs/search-x/runs.tgz"
+    listing = tmp_path / "docs" / "device-runs" / "archived.txt"
+    listing.parent.mkdir(parents=True)
+    listing.write_text(f"# commit 0123abc\n{hashlib.sha256(data).hexdigest()}  {len(data)}  {path}\n")
+    monkeypatch.setattr(device_runs, "ROOT", tmp_path)
+    monkeypatch.setattr(device_runs, "LIST", listing)
+
+    def archive(content: bytes) -> Path:
+        out = tmp_path / f"archive-{len(content)}.tgz"
+        with tarfile.open(out, "w:gz") as tar:
+            info = tarfile.TarInfo(path)
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+        return out
+
+    commit, files = device_runs.read_list()
+    assert commit == "0123abc" and [(f.folder, f.size) for f in files] == [("search-x", len(data))]
+    with pytest.raises(SystemExit, match="does not match"):
+        device_runs.restore(files, commit, archive(b"another store"))
+    assert not (tmp_path / path).exists()
+    device_runs.restore(files, commit, archive(data))
+    assert (tmp_path / path).read_bytes() == data
+
+
+def test_archived_device_run_files_are_listed_out_of_the_tree_and_every_run_has_a_summary():
+    import device_runs
+
+    commit, files = device_runs.read_list()
+    assert commit and files
+    listed = subprocess.run(["git", "ls-files", "docs/device-runs"], cwd=ROOT, capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout: which files are tracked is unknown")
+    tracked = set(listed.stdout.split())
+    assert not {f.path for f in files} & tracked
+    runs = ROOT / "docs" / "device-runs"
+    for folder in (p for p in runs.iterdir() if p.is_dir()):
+        summary = (folder / "summary.md").read_text(encoding="utf-8")
+        for f in files:
+            if f.folder == folder.name:
+                assert Path(f.path).name in summary and f"restore {folder.name}" in summary

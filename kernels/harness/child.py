@@ -3,7 +3,8 @@
 Run as ``python -m kernels.harness.child --result-fd FD [JOB | --wait]``.
 With ``--wait`` it imports torch and initialises the device first, then reads
 the job path from stdin: a warm spare that hides start-up cost.  Every message
-is one JSON line on FD (never stdout, which the candidate may print to).
+is one of :mod:`kernels.harness.protocol`'s, a JSON line on FD (never stdout,
+which the candidate may print to).
 
 A process runs one candidate, or, when each job asks for it (``Job.keep_alive``), further
 candidates of the same structure (children that differ only in PARAMS), so their start-up and
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import platform
 import sys
@@ -32,13 +32,15 @@ import torch
 from kernels.candidate import CandidateError, load_candidate
 from kernels.harness.job import Job
 from kernels.harness.profiling import profile_call
+from kernels.harness.protocol import (GO, INIT, CaseFinished, CaseStarted, ChildMessage, Done, Fatal, JitCounts, Loaded,
+                                      Ready, TurnAsked, TurnGivenBack, Warm, encode)
 from kernels.harness.results import CaseResult, TimingStats
 from kernels.floors import floors
 from kernels.harness.timing import DeviceClock, DeviceTurn, call_verified, measure, timed_input_seed
 from kernels.suites import Case
 from kernels import verify as verify_module
 from kernels.verify import VerifyResult
-from kernels import contract as contract_module
+from kernels import inputs as inputs_module
 from population.outcomes import CaseStatus
 
 
@@ -53,9 +55,8 @@ class Reporter:
     def __init__(self, fd: int) -> None:
         self._fd = fd
 
-    def send(self, kind: str, **payload: Any) -> None:
-        line = json.dumps({"type": kind, **payload}) + "\n"
-        data = line.encode()
+    def send(self, message: ChildMessage) -> None:
+        data = encode(message)
         while data:
             written = os.write(self._fd, data)
             data = data[written:]
@@ -86,7 +87,7 @@ def _trusted() -> dict[str, Any]:
         "verify_qr": verify_module.verify_qr,
         "householder_q64": verify_module.householder_q64,
         "form_q": verify_module._form_q,
-        "generate_input": contract_module.generate_input,
+        "generate_input": inputs_module.generate_input,
         "perf_counter": time.perf_counter,
         "synchronize": torch.cuda.synchronize,
         "event": torch.cuda.Event,
@@ -129,30 +130,31 @@ def _cuda_poisoned(exc: BaseException) -> bool:
 
 
 class PipeTurn(DeviceTurn):
-    """A turn asked of the parent (``Job.turns``): "turn" on the result pipe, then wait for its
-    "go" on stdin; after the region, "turn_done" and wait for "go" again, for the parent has the
-    device shared again only once no other lane's timed region runs.  Before asking, this
-    process's queued work must be done: the parent lets another lane time as soon as it asks."""
+    """A turn asked of the parent (``Job.turns``): :class:`TurnAsked` on the result pipe, then wait
+    for its :data:`GO` on stdin; after the region, :class:`TurnGivenBack` and wait for :data:`GO`
+    again, for the parent has the device shared again only once no other lane's timed region runs.
+    Before asking, this process's queued work must be done: the parent lets another lane time as
+    soon as it asks."""
 
     def __init__(self, reporter: "Reporter") -> None:
         super().__init__()
         self._reporter = reporter
 
-    def _exchange(self, kind: str) -> None:
+    def _exchange(self, message: TurnAsked | TurnGivenBack) -> None:
         if torch.cuda.is_available():
             try:
                 torch.cuda.synchronize()
             except Exception:  # a poisoned context: the case's own error says so
                 pass
-        self._reporter.send(kind)
-        if sys.stdin.readline().strip() != "go":
+        self._reporter.send(message)
+        if sys.stdin.readline().strip() != GO:
             os._exit(0)  # the parent closed the pipe: it gave up on this job
 
     def _acquire(self) -> None:
-        self._exchange("turn")
+        self._exchange(TurnAsked())
 
     def _release(self) -> None:
-        self._exchange("turn_done")
+        self._exchange(TurnGivenBack())
 
 
 def run_case(kernel: Callable, case: Case, job: Job, device: torch.device, clock: DeviceClock,
@@ -222,7 +224,7 @@ def _load_reference(job: Job, reporter: Reporter) -> tuple[Callable, Path] | Non
     try:
         return load_candidate(path), path
     except CandidateError as exc:
-        reporter.send("fatal", status=CaseStatus.ERROR, error=f"the reference {path.name} does not load: {exc}")
+        reporter.send(Fatal(status=CaseStatus.ERROR, error=f"the reference {path.name} does not load: {exc}"))
         os._exit(0)
 
 
@@ -248,34 +250,34 @@ def _run_job(job: Job, reporter: Reporter, counter: Any, trusted: dict[str, Any]
     """Run one job; True if it ended cleanly (no fatal message, no poisoned device)."""
     device = pick_device(job.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
-    reporter.send("ready", device=str(device), device_name=name, versions=versions(), pid=os.getpid())
+    reporter.send(Ready(device=str(device), device_name=name, versions=versions(), pid=os.getpid()))
     compiled0, hits0 = (counter.compiled, counter.cache_hits) if counter is not None else (0, 0)
     candidate = Path(job.candidate).resolve()
     try:
         kernel = load_candidate(candidate)
     except CandidateError as exc:
-        reporter.send("fatal", status=CaseStatus.FAILED_COMPILE, error=str(exc))
+        reporter.send(Fatal(status=CaseStatus.FAILED_COMPILE, error=str(exc)))
         return False
     changed = _tampered(trusted)
     if changed:
-        reporter.send("fatal", status=CaseStatus.ERROR,
-                      error=f"rejected: candidate altered {', '.join(changed)} on import")
+        reporter.send(Fatal(status=CaseStatus.ERROR,
+                            error=f"rejected: candidate altered {', '.join(changed)} on import"))
         return False
     turn = PipeTurn(reporter) if job.turns and job.mode == "bench" else DeviceTurn()
     clock = DeviceClock(device, turn) if job.mode == "bench" else DeviceClock(torch.device("cpu"))
     reference = _load_reference(job, reporter)
     for index, case in enumerate(job.cases):
-        reporter.send("case_start", index=index)
+        reporter.send(CaseStarted(index=index))
         result, must_exit = run_case(kernel, case, job, device, clock, candidate, trusted)
         if reference is not None and result.ok and result.timing is not None and not must_exit:
             result = _with_reference(result, reference, case, job, device, clock, trusted)
-        reporter.send("case_result", index=index, result=result.model_dump(mode="json"))
+        reporter.send(CaseFinished(index=index, result=result))
         if must_exit:
             os._exit(3)
         if job.fail_fast and not result.ok:
             break
     if counter is not None:
-        reporter.send("jit", compiled=counter.compiled - compiled0, cache_hits=counter.cache_hits - hits0)
+        reporter.send(JitCounts(compiled=counter.compiled - compiled0, cache_hits=counter.cache_hits - hits0))
     return True
 
 
@@ -324,8 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--result-fd", type=int, required=True)
     parser.add_argument("--wait", action="store_true", help="warm up, then read job paths from stdin")
     parser.add_argument("--init-on-request", action="store_true",
-                        help="with --wait: after the imports, say 'loaded' and touch the device only "
-                             "once stdin says 'init'")
+                        help=f"with --wait: after the imports, say 'loaded' and touch the device only "
+                             f"once stdin says '{INIT}'")
     parser.add_argument("job", nargs="?")
     args = parser.parse_args(argv)
     reporter = Reporter(args.result_fd)
@@ -335,13 +337,13 @@ def main(argv: list[str] | None = None) -> int:
             # Imports are host work and may overlap a timed call on other CPUs; the context
             # (and even cuInit, which torch.cuda.is_available() calls) waits for the caller's
             # word, given under the device gate.
-            reporter.send("loaded")
-            if sys.stdin.readline().strip() != "init":
+            reporter.send(Loaded())
+            if sys.stdin.readline().strip() != INIT:
                 return 0
         if torch.cuda.is_available():
             torch.empty(1, device="cuda")
             _preload_device()
-        reporter.send("warm")
+        reporter.send(Warm())
     counter = _compile_counter()
     trusted = _trusted()  # before any candidate loads: a later job is checked against it too
     threads = threading.active_count()
@@ -360,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
             gc.collect()
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()  # the next candidate starts with the memory a fresh process has
-        reporter.send("done", reusable=reusable)
+        reporter.send(Done(reusable=reusable))
         sys.stdout.flush()
         if not reusable:
             # Skip interpreter teardown: a candidate's atexit or finalizers cannot change what was reported.

@@ -152,7 +152,7 @@ class CompileForkServer:
             return self._children[pid]
 
     def _spawn_locked(self) -> None:
-        from kernels.harness.runner import REPO_ROOT, child_env
+        from kernels.harness.process import REPO_ROOT, child_env
 
         env = child_env(self.env_extra)
         env["CUDA_VISIBLE_DEVICES"] = ""  # forced, as for start_precompile: never a GPU

@@ -112,7 +112,7 @@ def start_precompile(candidate: Path, shapes: Sequence[tuple[int, int]], *, cach
 
     The process has its own session, so ``os.killpg(proc.pid, SIGKILL)`` at the caller's
     deadline ends it and anything it started.  Its output goes to ``report_path`` + ``.log``."""
-    from kernels.harness.runner import REPO_ROOT, child_env  # here: it imports torch, main() must not yet
+    from kernels.harness.process import REPO_ROOT, child_env  # here: it imports torch, main() must not yet
 
     env = child_env(dict(env_extra or {}))
     # Forced after env_extra: the process must never see a GPU, and must fill this cache.

@@ -5,14 +5,16 @@ from __future__ import annotations
 import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import typer
 
+from search.cli.command import QrsearchCommand
 from search.cli.eval import bench_command, verify_command
 from search.cli.human import COMMANDS as HUMAN_COMMANDS
 from search.cli.inspect import champions_command, export_command, lineage_command, report_command, show_command
 from search.cli.run import launch_command, resume_command, status_command
+from search.cli.runs import runs_command
 
 app = typer.Typer(
     name="qrsearch",
@@ -45,18 +47,14 @@ def _root(
     """Evolutionary search for fast, verified batched FP32 QR kernels (torch.geqrf's contract)."""
 
 
-app.command("verify")(verify_command)
-app.command("bench")(bench_command)
-app.command("launch")(launch_command)
-app.command("resume")(resume_command)
-app.command("status")(status_command)
-app.command("champions")(champions_command)
-app.command("lineage")(lineage_command)
-app.command("show")(show_command)
-app.command("report")(report_command)
-app.command("export")(export_command)
-for _name, _command in HUMAN_COMMANDS.items():  # the human in the loop (search/cli/human.py)
-    app.command(_name)(_command)
+COMMANDS: dict[str, Callable[..., Any]] = {
+    "verify": verify_command, "bench": bench_command, "launch": launch_command, "resume": resume_command,
+    "status": status_command, "runs": runs_command, "champions": champions_command, "lineage": lineage_command,
+    "show": show_command, "report": report_command, "export": export_command,
+    **HUMAN_COMMANDS,  # the human in the loop (search/cli/human.py)
+}
+for _name, _command in COMMANDS.items():
+    app.command(_name, cls=QrsearchCommand)(_command)
 
 
 def _flush_stdout() -> None:
@@ -78,6 +76,11 @@ _click_errors = sys.modules[typer.BadParameter.__module__]
 _Abort = getattr(_click_errors, "Abort", KeyboardInterrupt)  # not every copy has its own Abort
 
 
+def one_line(message: str) -> str:
+    """A usage error as one line, without the "Value error, " that Typer's coercion puts in front."""
+    return " ".join(message.replace("Value error, ", "").split())
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     """Every command's usage errors the same way: one line on stderr, exit 2; Ctrl-C exits 130."""
     try:
@@ -87,7 +90,7 @@ def main(argv: Optional[list[str]] = None) -> None:
         code = 2
     except _click_errors.UsageError as exc:
         where = exc.ctx.command_path if exc.ctx else "qrsearch"
-        print(f"error: {exc.format_message()} (see `{where} --help`)", file=sys.stderr)
+        print(f"error: {one_line(exc.format_message())} (see `{where} --help`)", file=sys.stderr)
         code = 2
     except _click_errors.ClickException as exc:
         print(f"error: {exc.format_message()}", file=sys.stderr)

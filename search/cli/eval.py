@@ -7,10 +7,11 @@ import os
 import sys
 from pathlib import Path
 from enum import Enum
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, cast
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -21,7 +22,8 @@ from kernels.harness.settings import RunLimits, TimedRegion, TimingPolicy
 from kernels.suites import get_suite, suite_names
 from population.outcomes import CaseStatus
 from search.cli.checks import cpu_set, parse_cpus, positive
-from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, speedup as fmt_speedup
+from search.cli.failures import FailureGroup, all_alike, footnotes, group_failures, repeated
+from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, significant, speedup as fmt_speedup
 
 if TYPE_CHECKING:  # the harness imports torch: loaded by the commands that run it, not by ``qrsearch status``
     from kernels.harness.results import CaseResult, SuiteReport
@@ -46,6 +48,9 @@ def _default_suite(mode: str) -> str:
 
 
 def _check_inputs(file: Path, suite: Optional[str], mode: str) -> str:
+    if file.suffix == ".json":  # `--json PATH` of earlier versions reads the path as a candidate
+        raise typer.BadParameter(f"{file} is JSON, not a candidate file; to write the report to it use "
+                                 f"--json-out {file}", param_hint="FILE")
     if not file.is_file():
         raise typer.BadParameter(f"no such file: {file}", param_hint="FILE")
     suite = suite or _default_suite(mode)
@@ -88,10 +93,34 @@ class Region(str, Enum):
     gpumode = "gpumode"
 
 
+class Device(str, Enum):
+    """Where the candidate runs: auto (CUDA if present, else the CPU with Triton's interpreter)."""
+
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+def usable_device(device: Device) -> str:
+    """The device name, or a usage error for ``cuda`` where torch sees no CUDA device (every case
+    would otherwise fail with the same message)."""
+    if device is Device.cuda:
+        import torch
+
+        if not torch.cuda.is_available():
+            why = "torch was built without CUDA" if torch.version.cuda is None else "torch sees no CUDA device"
+            raise typer.BadParameter(f"CUDA is not available here ({why}, torch {torch.__version__}); "
+                                     "use --device cpu or auto", param_hint="--device")
+    return device.value
+
+
 def _run(file: Path, suite: str, mode: str, timeout: float, keep_going: bool, profile: bool,
          device: str, label: str, only: Optional[str] = None, cpus: Optional[str] = None,
          region: TimedRegion = "call") -> SuiteReport:
-    from kernels.harness.runner import ChildProcess, run_candidate
+    from kernels.harness.hooks import RunHooks
+    from kernels.harness.job import CandidateJob, Mode
+    from kernels.harness.process import ChildProcess
+    from kernels.harness.runner import run_candidate
 
     pinned = parse_cpus(cpus) if cpus else None
 
@@ -107,10 +136,11 @@ def _run(file: Path, suite: str, mode: str, timeout: float, keep_going: bool, pr
                   console=err_console, transient=True) as progress:
         task = progress.add_task(f"{label} ({suite})", total=len(cases))
         return run_candidate(
-            file, cases, suite=suite, mode=mode, profile=profile, device=device, keep_going=keep_going,
-            limits=RunLimits(case_timeout_s=timeout), policy=TimingPolicy(region=region),
-            on_case=lambda i, r: progress.advance(task),
-            spawn=lambda: ChildProcess.pinned(pinned), fresh=lambda: ChildProcess.pinned(pinned),
+            CandidateJob(file, cases, suite=suite, mode=cast(Mode, mode), profile=profile,
+                         device=device, keep_going=keep_going, limits=RunLimits(case_timeout_s=timeout),
+                         policy=TimingPolicy(region=region)),
+            RunHooks(on_case=lambda i, r: progress.advance(task), spawn=lambda: ChildProcess.pinned(pinned),
+                     fresh=lambda: ChildProcess.pinned(pinned)),
         )
 
 
@@ -135,18 +165,66 @@ def _header(report: SuiteReport) -> str:
     return f"{report.candidate}\n{report.suite} on {report.device_name} ({report.device}){interpreted}; {versions}"
 
 
-def _verify_table(report: SuiteReport) -> Table:
+def _messages(report: SuiteReport) -> tuple[list[FailureGroup], dict[tuple[str, str], int]]:
+    groups = group_failures([(r.case.name, r.status.value, "" if r.ok else r.message) for r in report.cases])
+    return groups, repeated(groups)
+
+
+def _message_cell(result: CaseResult, notes: dict[tuple[str, str], int]) -> str:
+    """The row's message, or ``[n]`` where the same message is printed once below the table."""
+    if result.ok:
+        return ""
+    number = notes.get((result.status.value, result.message))
+    return f"[{number}]" if number else escape(result.message)
+
+
+def _print_alike(report: SuiteReport, group: FailureGroup) -> None:
+    console.print(_header(report), style="bold", highlight=False)
+    console.print(f"every one of the {len(report.cases)} cases failed the same way ({group.status}): "
+                  f"{escape(group.message)}", highlight=False)
+
+
+def _print_footnotes(groups: list[FailureGroup]) -> None:
+    for line in footnotes(groups):
+        console.print(escape(line), highlight=False)
+
+
+def print_verify(report: SuiteReport) -> None:
+    groups, notes = _messages(report)
+    passed = sum(c.ok for c in report.cases)
+    alike = all_alike(groups, len(report.cases))
+    if alike is not None:
+        _print_alike(report, alike)
+    else:
+        console.print(_verify_table(report, notes))
+        _print_footnotes(groups)
+    console.print(f"{passed}/{len(report.cases)} cases passed")
+
+
+def print_bench(report: SuiteReport) -> None:
+    groups, notes = _messages(report)
+    alike = all_alike(groups, len(report.cases))
+    if alike is not None:
+        _print_alike(report, alike)
+    else:
+        console.print(_bench_table(report, notes))
+        _print_footnotes(groups)
+    console.print(_geomean_line(report))
+
+
+def _verify_table(report: SuiteReport, notes: dict[tuple[str, str], int]) -> Table:
     table = Table(title=_header(report), title_justify="left", title_style="bold")
     for column in ("case", "status", "factor≤20", "orth≤100", "leak", "recon", "message"):
         table.add_column(column, overflow="fold", no_wrap=column == "case")
     for r in report.cases:
         v = r.verify
         table.add_row(r.case.name, _status(r), _fmt(v.factor_scaled if v else None), _fmt(v.orth_scaled if v else None),
-                      _fmt(v.leakage_scaled if v else None), _fmt(v.recon_scaled if v else None), "" if r.ok else r.message)
+                      _fmt(v.leakage_scaled if v else None), _fmt(v.recon_scaled if v else None),
+                      _message_cell(r, notes))
     return table
 
 
-def _bench_table(report: SuiteReport) -> Table:
+def _bench_table(report: SuiteReport, notes: dict[tuple[str, str], int]) -> Table:
     timer = "CUDA events" if any(c.timing and c.timing.timer == "cuda_events" for c in report.cases) \
         else f"host timer (CPU timing); {CPU_CAVEAT}"
     if any(c.timing and c.timing.calls_per_region > 1 for c in report.cases):
@@ -158,60 +236,72 @@ def _bench_table(report: SuiteReport) -> Table:
     for r in report.cases:
         t, v = r.timing, r.verify
         on_gpu = t is not None and t.timer == "cuda_events" and t.median_ms > 0
-        floor = f"{100 * floors(r.case).fp32_floor_ms / t.median_ms:.1f}" if on_gpu and t else "-"
+        floor = significant(100 * floors(r.case).fp32_floor_ms / t.median_ms) if on_gpu and t else "-"
         table.add_row(
             r.case.name, _status(r), fmt_ms(t.median_ms if t else None),
             f"{fmt_ms(t.min_ms)}/{fmt_ms(t.max_ms)}" if t else "-", str(t.count) if t else "-",
             fmt_ms(r.baseline_ms), fmt_speedup(r.speedup), floor,
-            _fmt(v.factor_scaled if v else None), _fmt(v.orth_scaled if v else None), "" if r.ok else r.message,
+            _fmt(v.factor_scaled if v else None), _fmt(v.orth_scaled if v else None), _message_cell(r, notes),
         )
     return table
 
 
-def _write_json(path: Optional[Path], payload: dict) -> None:
+def _write_json(path: Optional[Path], payload: dict, to_stdout: bool) -> None:
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(payload, indent=2))
+    if to_stdout:
+        print(json.dumps(payload, indent=2))
+
+
+JSON_FLAG = typer.Option(False, "--json", help="print the report as JSON instead of tables")
 
 
 def verify_command(
     file: Path = typer.Argument(..., help="candidate file defining custom_kernel(A) -> (H, tau)"),
-    suite: Optional[str] = typer.Option(None, help="suite name (default: qrv2-tests on a GPU, smoke on CPU)"),
-    timeout: float = typer.Option(DEFAULT_LIMITS.case_timeout_s, callback=positive,
+    suite: Optional[str] = typer.Option(None, metavar="SUITE", help="suite name (default: qrv2-tests on a GPU, "
+                                        "smoke on CPU)"),
+    timeout: float = typer.Option(DEFAULT_LIMITS.case_timeout_s, metavar="SECONDS", callback=positive,
                                   help="seconds allowed per case (compile included)"),
-    json_path: Optional[Path] = typer.Option(None, "--json", help="also write the report as JSON here"),
+    as_json: bool = JSON_FLAG,
+    json_out: Optional[Path] = typer.Option(None, "--json-out", metavar="PATH", help="also write the report as "
+                                            "JSON to this file"),
     keep_going: bool = typer.Option(False, "--keep-going", help="after a crash or hang, run the remaining cases"),
-    device: str = typer.Option("auto", help="auto, cpu or cuda"),
+    device: Device = typer.Option(Device.auto, help="where it runs (auto: CUDA if present, else the CPU)"),
 ) -> None:
     """Check a candidate's outputs on every case of a suite (exit 0 iff all pass)."""
+    where = usable_device(device)
     suite = _check_inputs(file, suite, "verify")
-    report = _run(file, suite, "verify", timeout, keep_going, False, device, "verifying")
+    report = _run(file, suite, "verify", timeout, keep_going, False, where, "verifying")
     failure = _load_failure(report)
     if failure:
-        err_console.print(f"[red]error:[/] {file}: {failure}")
-    else:
-        console.print(_verify_table(report))
-        passed = sum(c.ok for c in report.cases)
-        console.print(f"{passed}/{len(report.cases)} cases passed")
-    _write_json(json_path, report.to_json())
+        err_console.print(f"[red]error:[/] {file}: {escape(failure)}")
+    elif not as_json:
+        print_verify(report)
+    _write_json(json_out, report.to_json(), as_json)
     raise typer.Exit(0 if report.ok else 1)
 
 
 def bench_command(
     files: list[Path] = typer.Argument(..., help="candidate file(s) defining custom_kernel(A) -> (H, tau)"),
-    suite: Optional[str] = typer.Option(None, help="suite name (default: qrv2-bench on a GPU, smoke-bench on CPU)"),
-    timeout: float = typer.Option(DEFAULT_LIMITS.case_timeout_s, callback=positive,
+    suite: Optional[str] = typer.Option(None, metavar="SUITE", help="suite name (default: qrv2-bench on a GPU, "
+                                        "smoke-bench on CPU)"),
+    timeout: float = typer.Option(DEFAULT_LIMITS.case_timeout_s, metavar="SECONDS", callback=positive,
                                   help="seconds allowed per case (compile and timing included)"),
-    json_path: Optional[Path] = typer.Option(None, "--json", help="also write the report(s) as JSON here"),
+    as_json: bool = JSON_FLAG,
+    json_out: Optional[Path] = typer.Option(None, "--json-out", metavar="PATH", help="also write the report(s) "
+                                            "as JSON to this file"),
     keep_going: bool = typer.Option(False, "--keep-going", help="after a crash or hang, run the remaining cases"),
     profile: bool = typer.Option(False, "--profile", help="add a torch.profiler summary per case"),
     baseline: bool = typer.Option(True, help="time torch.geqrf in the same run for speedups"),
     baseline_json: Optional[Path] = typer.Option(
-        None, help="reuse torch.geqrf timings from an earlier --json of this suite on this device"),
-    device: str = typer.Option("auto", help="auto, cpu or cuda"),
-    cases: Optional[str] = typer.Option(None, "--cases", help="only these cases of the suite (comma-separated "
-                                        "names, e.g. a family's domain as the search timed it)"),
-    cpus: Optional[str] = typer.Option(None, "--cpus", callback=cpu_set, help="run the timing process on these "
+        None, metavar="PATH", help="reuse torch.geqrf timings from an earlier --json-out of this suite on this "
+        "device"),
+    device: Device = typer.Option(Device.auto, help="where it runs (auto: CUDA if present, else the CPU)"),
+    cases: Optional[str] = typer.Option(None, "--cases", metavar="CASE[,CASE...]", help="only these cases of the "
+                                        "suite (e.g. a family's domain as the search timed it)"),
+    cpus: Optional[str] = typer.Option(None, "--cpus", metavar="CPUS", callback=cpu_set,
+                                       help="run the timing process on these "
                                        "CPUs only, as the search does (one GPU: the first eighth of the host's "
                                        "CPUs, 0,1 of 16)"),
     timing_region: Region = typer.Option(Region.call, "--timing-region", help="call: one synchronised call per "
@@ -222,36 +312,36 @@ def bench_command(
     """Verify, then time candidates against torch.geqrf (exit 1 if any case fails, timing included).
 
     With several files, torch.geqrf is timed once and a best-per-case composite table follows."""
+    where = usable_device(device)
     suites = {_check_inputs(f, suite, "bench") for f in files}
     suite = suites.pop()
     reports: list[SuiteReport] = []
     all_ok = True
     for file in files:
-        report = _run(file, suite, "bench", timeout, keep_going, profile, device, f"benchmarking {file.name}",
+        report = _run(file, suite, "bench", timeout, keep_going, profile, where, f"benchmarking {file.name}",
                       only=cases, cpus=cpus, region=timing_region.value)
         failure = _load_failure(report)
         if failure:
-            err_console.print(f"[red]error:[/] {file}: {failure}")
+            err_console.print(f"[red]error:[/] {file}: {escape(failure)}")
         reports.append(report)
         all_ok = all_ok and report.ok
-    base = _baseline(suite, baseline, baseline_json, timeout, device, cpus, timing_region.value)
+    base = _baseline(suite, baseline, baseline_json, timeout, where, cpus, timing_region.value)
     if base is not None:
         reports = [r.with_baseline(base) for r in reports]
     for report in reports:
-        if not _load_failure(report):
-            console.print(_bench_table(report))
+        if not _load_failure(report) and not as_json:
+            print_bench(report)
             if profile:
                 _print_profiles(report)
-            console.print(_geomean_line(report))
     payload: dict = reports[0].to_json() if len(reports) == 1 else {"reports": [r.to_json() for r in reports]}
     if len(reports) > 1:
         composite = composite_report(reports)
-        console.print(_bench_table(composite))
-        console.print(_geomean_line(composite))
+        if not as_json:
+            print_bench(composite)
         payload["composite"] = composite.to_json()
     if base is not None:
         payload["baseline"] = base.to_json()
-    _write_json(json_path, payload)
+    _write_json(json_out, payload, as_json)
     raise typer.Exit(0 if all_ok else 1)
 
 

@@ -3,7 +3,8 @@
 Each command checks its input against the run store (read-only), then appends one
 event (population/events.py).  A running driver applies it within seconds; a
 stopped run applies it when resumed, and ``show``/``lineage``/``export``/the report
-take notes, promotions and retirements into account at once.
+take notes, promotions and retirements into account at once.  ``inject`` says the
+candidate's id: on a stopped run it adds the candidate itself, as the driver would.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from population.events import EventKind, EventWriter, HumanEvent, latest_active,
 from population.models import Candidate, State, candidate_id
 from population.store import RunStore
 from population.records import BASELINE_FAMILY, STATUS_KEY, DriverStatus, parse
+from search.cli.runs import existing_run
 from search.config import RunConfig
+from search.numbers import ms, significant
 
 console = Console()
 err = Console(stderr=True, soft_wrap=True)
@@ -87,7 +90,7 @@ def _config(store: RunStore) -> RunConfig:
         raise HumanInputError(f"the run's stored config no longer validates: {' '.join(first[1:3]).strip()}") from None
 
 
-RUN_ARG = typer.Argument(..., help="a run directory (runs/<name>)")
+RUN_ARG = typer.Argument(..., callback=existing_run, help="a run directory (runs/<name>, or runs/latest)")
 JSON_OPT = typer.Option(False, "--json", help="print the stored event as JSON")
 
 
@@ -121,10 +124,14 @@ def inspect_source(source: str, family: str) -> tuple[dict[str, Any], str, str]:
 
 def inject_command(run_dir: Path = RUN_ARG,
                    file: Path = typer.Argument(..., help="a candidate file defining custom_kernel(A)"),
-                   family: str = typer.Option(..., "--family", "-f", help="the family it joins (a new structure)"),
-                   note: str = typer.Option("", "--note", help="the hypothesis behind it"),
+                   family: str = typer.Option(..., "--family", "-f", metavar="FAMILY",
+                                              help="the family it joins (a new structure)"),
+                   note: str = typer.Option("", "--note", metavar="TEXT", help="the hypothesis behind it"),
                    as_json: bool = JSON_OPT) -> None:
-    """Add a hand-written candidate: screened and evaluated like any other (origin human), next in line."""
+    """Add a hand-written candidate: screened and evaluated like any other (origin human), next in line.
+
+    Its candidate id is printed: a stopped run gets the candidate at once (it runs first when
+    resumed), a running one within seconds."""
     def build(store: RunStore) -> tuple[HumanEvent, dict[str, Any]]:
         names = [f.name for f in _config(store).families if f.name != BASELINE_FAMILY]
         if family not in names:
@@ -138,7 +145,76 @@ def inject_command(run_dir: Path = RUN_ARG,
         return (new_event(EventKind.INJECT, family, note, data=data),
                 {"structure": structure_key(family, fingerprint), "tuning": tuning})
 
-    _run(run_dir, build, as_json)
+    try:
+        with RunStore.open(run_dir, readonly=True, integrity=False) as store:
+            event, extra = build(store)
+            live = _running(store)
+        stored, candidate = (None, None) if live else _inject_stopped(run_dir, event)
+        if stored is None:  # a driver has the run: it applies the event within a second or so
+            with EventWriter(run_dir) as writer:
+                stored = writer.append(event)
+            candidate = _wait_for_candidate(run_dir, stored.seq)
+    except (HumanInputError, RunStoreError) as exc:
+        raise _fail(str(exc))
+    _say_injected(run_dir, stored, candidate, live or candidate is None, extra, as_json)
+
+
+INJECT_WAIT_S = 10.0
+
+
+def _inject_stopped(run_dir: Path, event: HumanEvent) -> tuple[HumanEvent | None, str | None]:
+    """Add the candidate to a stopped run now, as its driver would (event, candidate, outcome); (None,
+    None) if a driver took the run meanwhile (it applies the event itself)."""
+    from population.errors import StoreLocked
+    from population.events import inject_applied, injected_candidate, outcome_key
+    from population.run import Run
+
+    try:
+        run = Run.open(run_dir)
+    except StoreLocked:
+        return None, None
+    try:
+        with EventWriter(run_dir) as writer:
+            stored = writer.append(event)
+        with run.transaction():  # the candidate and its outcome together: never applied twice
+            cand = run.add_candidate(injected_candidate(stored))
+            run.set_json(outcome_key(stored.seq), inject_applied(stored, cand.id).model_dump(mode="json"))
+        return stored, cand.id
+    finally:
+        run.close()
+
+
+def _wait_for_candidate(run_dir: Path, seq: int, wait_s: float = INJECT_WAIT_S) -> str | None:
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        with RunStore.open(run_dir, readonly=True, integrity=False) as store:
+            outcome = store.outcomes().get(seq)
+        if outcome is not None:
+            if outcome.candidate_id is None:
+                raise HumanInputError(f"event #{seq}: the run {outcome.status.value} it: {outcome.detail}")
+            return outcome.candidate_id
+        time.sleep(0.25)
+    return None
+
+
+def _say_injected(run_dir: Path, event: HumanEvent, candidate: str | None, live: bool, extra: dict[str, Any],
+                  as_json: bool) -> None:
+    if candidate is not None:
+        when = "next in line" if live else f"first when the run resumes (`qrsearch resume {run_dir}`)"
+    else:
+        when = (f"not yet applied: the driver gives it an id within seconds (`qrsearch status {run_dir}` "
+                "counts events not yet applied)")
+    if as_json:
+        print(json.dumps({"event": event.model_dump(mode="json", exclude={"data"}), "running": live,
+                          "candidate_id": candidate, "applies": when, **extra}, indent=2, default=str))
+        return
+    head = f"candidate {candidate}" if candidate else f"event #{event.seq}"
+    console.print(f"{head}: injected into {event.target} by {event.who} (event #{event.seq}); {when}",
+                  highlight=False)
+    for key, value in extra.items():
+        console.print(f"  {key}: {value}", highlight=False)
 
 
 def note_command(run_dir: Path = RUN_ARG, ref: str = typer.Argument(..., metavar="ID", help="candidate id"),
@@ -155,9 +231,10 @@ def note_command(run_dir: Path = RUN_ARG, ref: str = typer.Argument(..., metavar
 
 
 def recheck_command(run_dir: Path = RUN_ARG, ref: str = typer.Argument(..., metavar="ID", help="candidate id"),
-                    cases: Optional[str] = typer.Option(None, "--cases", help="comma-separated bench cases "
-                                                        "(default: all)"),
-                    note: str = typer.Option("", "--note", help="why"), as_json: bool = JSON_OPT) -> None:
+                    cases: Optional[str] = typer.Option(None, "--cases", metavar="CASE[,CASE...]",
+                                                        help="bench cases (default: all)"),
+                    note: str = typer.Option("", "--note", metavar="TEXT", help="why"),
+                    as_json: bool = JSON_OPT) -> None:
     """Re-time a candidate and torch.geqrf in one child on fresh inputs; compare with the record."""
     def build(store: RunStore) -> tuple[HumanEvent, dict[str, Any]]:
         from kernels.suites import get_suite
@@ -190,7 +267,7 @@ def _decision(kind: EventKind, run_dir: Path, target_of: Any, note: str, undo: b
 
 
 def promote_command(run_dir: Path = RUN_ARG, ref: str = typer.Argument(..., metavar="ID", help="candidate id"),
-                    note: str = typer.Option("", "--note", help="why"),
+                    note: str = typer.Option("", "--note", metavar="TEXT", help="why"),
                     undo: bool = typer.Option(False, "--undo", help="reverse the latest promotion of ID"),
                     as_json: bool = JSON_OPT) -> None:
     """Record that a result deserves promotion (export prefers promoted candidates)."""
@@ -221,7 +298,7 @@ def structure_of(store: RunStore, ref: str) -> str:
 def retire_command(run_dir: Path = RUN_ARG,
                    ref: str = typer.Argument(..., metavar="ID|STRUCTURE",
                                              help="a candidate id (its structure) or family/fingerprint"),
-                   note: str = typer.Option("", "--note", help="why it is a dead end"),
+                   note: str = typer.Option("", "--note", metavar="TEXT", help="why it is a dead end"),
                    undo: bool = typer.Option(False, "--undo", help="reverse the latest retirement"),
                    as_json: bool = JSON_OPT) -> None:
     """Mark a structure as a dead end: no longer tuned or chosen as a parent."""
@@ -259,12 +336,12 @@ def human_panel(human: dict[str, Any]) -> Any:
             if "recorded_ms" not in row:
                 table.add_row(row["case"], "-", "-", "-", "-", "-", "-", "no")
                 continue
-            table.add_row(row["case"], f"{row['recorded_ms']:.4g} ({row['recorded_min_ms'] or 0:.3g}/"
-                          f"{row['recorded_max_ms'] or 0:.3g}, {row['recorded_count'] or '-'})",
-                          f"{row['recheck_ms']:.4g} ({row['recheck_min_ms'] or 0:.3g}/{row['recheck_max_ms'] or 0:.3g}, "
+            table.add_row(row["case"], f"{ms(row['recorded_ms'])} ({ms(row['recorded_min_ms'])}/"
+                          f"{ms(row['recorded_max_ms'])}, {row['recorded_count'] or '-'})",
+                          f"{ms(row['recheck_ms'])} ({ms(row['recheck_min_ms'])}/{ms(row['recheck_max_ms'])}, "
                           f"{row['recheck_count'] or '-'})",
-                          f"{row['geqrf_recorded_ms'] or 0:.4g}/{row['geqrf_recheck_ms'] or 0:.4g}",
-                          f"{row['ratio']:.3g}", f"{row['adjusted_ratio']:.3g}", f"{row['band']:.0%}",
+                          f"{ms(row['geqrf_recorded_ms'])}/{ms(row['geqrf_recheck_ms'])}",
+                          significant(row["ratio"]), significant(row["adjusted_ratio"]), f"{row['band']:.0%}",
                           "[green]yes[/]" if row["holds"] else "[red]no[/]")
         parts.append(table)
     return Panel(Group(*parts), title="the engineer's events", title_align="left", border_style="magenta")
@@ -287,7 +364,7 @@ def print_human_and_focus(data: dict[str, Any], console: Console) -> None:
         for family, row in focus["families"].items():
             pct = "-" if row["faster_pct"] is None else f"{row['faster_pct']:.1f}%"
             console.print(f"  {family}: {pct} faster than {row['reference']} "
-                          f"({row['reference_focus_ms']:.4g} -> {row['champion_focus_ms'] or 0:.4g} ms, "
+                          f"({ms(row['reference_focus_ms'])} -> {ms(row['champion_focus_ms'])} ms, "
                           f"champion {row['champion']})")
 
 

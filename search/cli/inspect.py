@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from enum import Enum
 from pathlib import Path
 from typing import Any, Optional
 
@@ -21,6 +22,7 @@ from rich.table import Table
 
 from population.errors import RunStoreError
 from population.models import State
+from search.cli.runs import existing_run
 from search.cli.lineage_render import (CURRENT_MARK, FORMER_MARK, STATE_STYLE, ancestry_tree, item_label,  # noqa: F401
                                        lineage_dot, lineage_tree, node_label)  # (item_label, node_label re-exported)
 from search.inspect.view import InspectError, RunView
@@ -41,6 +43,15 @@ def _view(run_dir: Path) -> RunView:
         return RunView(run_dir)
     except RunStoreError as exc:
         raise _fail(str(exc))
+
+
+RUN_ARG = typer.Argument(..., callback=existing_run, help="a run directory (runs/<name>, or runs/latest)")
+
+
+class LineageFormat(str, Enum):
+    tree = "tree"
+    json = "json"
+    dot = "dot"
 
 
 def _fmt(x: float | None, spec: str | None = None, suffix: str = "") -> str:
@@ -65,7 +76,7 @@ def _dump(data: Any) -> None:
 
 
 def champions_command(
-    run_dir: Path = typer.Argument(..., help="a run directory (runs/<name>)"),
+    run_dir: Path = RUN_ARG,
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of tables"),
 ) -> None:
     """Champion per family and the best candidate per benchmark case, with times, speedups and residuals."""
@@ -116,21 +127,22 @@ def cases_table(data: dict[str, Any]) -> Table:
 
 
 def lineage_command(
-    run_dir: Path = typer.Argument(..., help="a run directory (runs/<name>)"),
-    family: Optional[str] = typer.Option(None, "--family", "-f", help="only this family"),
-    candidate: Optional[str] = typer.Option(None, "--candidate", "-c", help="the ancestry of this candidate"),
-    depth: Optional[int] = typer.Option(None, "--depth", "-d", min=0, help="show this many levels (then a summary)"),
-    fmt: str = typer.Option("tree", "--format", help="tree, json or dot"),
-    collapse: int = typer.Option(2, help="fold runs of this many failed leaves into one line (0: never)", min=0),
+    run_dir: Path = RUN_ARG,
+    family: Optional[str] = typer.Option(None, "--family", "-f", metavar="FAMILY", help="only this family"),
+    candidate: Optional[str] = typer.Option(None, "--candidate", "-c", metavar="ID",
+                                            help="the ancestry of this candidate"),
+    depth: Optional[int] = typer.Option(None, "--depth", "-d", metavar="N", min=0,
+                                        help="show this many levels (then a summary)"),
+    fmt: LineageFormat = typer.Option(LineageFormat.tree, "--format", help="a tree, JSON or Graphviz DOT"),
+    collapse: int = typer.Option(2, metavar="K", help="fold runs of this many failed leaves into one line "
+                                 "(0: never)", min=0),
 ) -> None:
     """The family trees (origin/operator, state, speedup, champions marked ★), or the ancestry of one candidate."""
-    if fmt not in ("tree", "json", "dot"):
-        raise typer.BadParameter("use tree, json or dot", param_hint="--format")
     view = _view(run_dir)
     try:
-        if fmt == "json":
+        if fmt is LineageFormat.json:
             _dump(view.lineage_json(family=family, candidate=candidate, depth=depth))
-        elif fmt == "dot":
+        elif fmt is LineageFormat.dot:
             sys.stdout.write(lineage_dot(view, family, candidate, depth, collapse))
         elif candidate is not None:
             console.print(ancestry_tree(view, view.resolve(candidate).id, depth))
@@ -173,7 +185,7 @@ def candidate_diff(view: RunView, child_id: str, parent_id: str, context: int = 
 
 
 def show_command(
-    run_dir: Path = typer.Argument(..., help="a run directory (runs/<name>)"),
+    run_dir: Path = RUN_ARG,
     ref: str = typer.Argument(..., metavar="ID", help="candidate id (c0000012, c12, 12) or a family (its champion)"),
     show_diff: bool = typer.Option(False, "--diff", help="the diff against its parent instead of the whole source"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
@@ -202,8 +214,12 @@ def show_command(
         facts.add_row("fitness", f"{_fmt(cand['fitness_ms'])} ms geomean, {_speed(node['speedup'])} torch.geqrf")
     facts.add_row("generation", str(cand["generation"]))
     facts.add_row("structure", escape(cand["fingerprint"]))
-    facts.add_row("created / finished", f"{_when(cand['created_at'])} / {_when(cand['updated_at'])}"
-                  + (f" (evaluation #{node['told_seq']})" if node["told_seq"] else ""))
+    if State(cand["state"]).is_terminal:
+        facts.add_row("created / finished", f"{_when(cand['created_at'])} / {_when(cand['updated_at'])}"
+                      + (f" (evaluation #{node['told_seq']})" if node["told_seq"] else ""))
+    else:  # its time stamp moves with every change of state: no finish to show yet
+        facts.add_row("created", f"{_when(cand['created_at'])} (not finished: {cand['state']} since "
+                      f"{_when(cand['updated_at'])})")
     if data["measured_as"] != cand["id"]:
         facts.add_row("measured as", f"{data['measured_as']} (a migrant copy of it)")
     if result:
@@ -269,8 +285,9 @@ def result_table(result: dict[str, Any]) -> Table:
 
 
 def report_command(
-    run_dir: Path = typer.Argument(..., help="a run directory (runs/<name>)"),
-    output: Path = typer.Option(..., "--output", "-o", help="the HTML file to write (PNG plots go beside it)"),
+    run_dir: Path = RUN_ARG,
+    output: Path = typer.Option(..., "--output", "-o", metavar="HTML", help="the HTML file to write (PNG plots "
+                                "go beside it)"),
     pngs: bool = typer.Option(True, "--png/--no-png", help="also write the plots as PNG files beside the report"),
 ) -> None:
     """One self-contained offline HTML report (plots, champion chains, per-case table, failures, metadata)."""
@@ -282,13 +299,15 @@ def report_command(
 
 
 def export_command(
-    run_dir: Path = typer.Argument(..., help="a run directory (runs/<name>)"),
-    output: Path = typer.Option(..., "--output", "-o", help="the candidate file to write"),
-    family: Optional[str] = typer.Option(None, "--family", "-f", help="export this family's champion as it is"),
-    candidate: Optional[str] = typer.Option(None, "--candidate", "-c", help="export this candidate as it is"),
+    run_dir: Path = RUN_ARG,
+    output: Path = typer.Option(..., "--output", "-o", metavar="FILE.py", help="the candidate file to write"),
+    family: Optional[str] = typer.Option(None, "--family", "-f", metavar="FAMILY",
+                                         help="export this family's champion as it is"),
+    candidate: Optional[str] = typer.Option(None, "--candidate", "-c", metavar="ID",
+                                            help="export this candidate as it is"),
     composite: bool = typer.Option(False, "--composite", help="route each benchmark shape to its best verified "
                                                               "candidate, the best overall for other shapes"),
-    from_family: Optional[list[str]] = typer.Option(None, "--from-family",
+    from_family: Optional[list[str]] = typer.Option(None, "--from-family", metavar="FAMILY",
                                                     help="--composite: only candidates of these families "
                                                          "(repeat; default: every family, torch_geqrf included)"),
 ) -> None:
@@ -313,4 +332,8 @@ def export_command(
         raise _fail(str(exc))
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
-    console.print(f"wrote {output}: {summary}")
+    console.print(f"wrote {output}: {summary}", highlight=False)
+    use = (f"from {output.stem} import custom_kernel" if output.stem.isidentifier() and output.suffix == ".py"
+           else "import it by its path (importlib)")
+    console.print(f"use it: {use}; check it here first: qrsearch verify {output} (README: Use the winner)",
+                  highlight=False)

@@ -32,6 +32,7 @@ from population.records import DUEL_KEY, DUELS_KEY, C
 from search.evaluate.messages import EvalOutcome, EvalRequest
 from search.evaluate.pool import Lost, PoolEvent, event_id
 from search.evaluate.recheck import fresh_cases
+from search.numbers import ms as fmt_ms, significant
 from search.speedup import BASELINE_FAMILY
 
 if TYPE_CHECKING:
@@ -93,9 +94,9 @@ def judge(challenger: EvalResult, defender: EvalResult | None, state: State, pai
                 "summary": "undecided: the defender gave no time in the duel (its result stands as recorded)"}
     ratio = math.exp(sum(math.log(r["ratio"]) for r in rows) / len(rows))
     holds = ratio < 1.0 - margin
-    paired_cases = ", ".join(f"{r['case']} {r['challenger_ms']:.4g}/{r['defender_ms']:.4g} ms"
+    paired_cases = ", ".join(f"{r['case']} {fmt_ms(r['challenger_ms'])}/{fmt_ms(r['defender_ms'])} ms"
                              for r in rows if r["paired"])
-    summary = (f"{ratio:.3f}x the defender over the domain ({paired_cases} in one process): "
+    summary = (f"{significant(ratio)}x the defender over the domain ({paired_cases} in one process): "
                + ("holds" if holds else f"not past the {margin:.0%} margin"))
     return {"holds": holds, "ratio": round(ratio, 4), "cases": rows, "summary": summary}
 

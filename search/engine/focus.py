@@ -21,6 +21,7 @@ from population.records import FOCUS_REFERENCE_KEY
 from population.run import Run
 from population.store import RunStore
 from search.config import FocusConfig
+from search.numbers import ms as fmt_ms
 from search.speedup import BASELINE_FAMILY
 
 if TYPE_CHECKING:
@@ -98,7 +99,7 @@ class Focus:
             return None
         self.references[family] = {"candidate": champion.id, "cases": _times(result), "focus_ms": focus_ms}
         self.run.set_json(REFERENCE_KEY, self.references)
-        self.log(f"focus reference of {family}: {champion.id}, focused geomean {focus_ms:.4g} ms")
+        self.log(f"focus reference of {family}: {champion.id}, focused geomean {fmt_ms(focus_ms)} ms")
         return self.references[family]
 
     def start(self) -> None:
@@ -126,7 +127,7 @@ class Focus:
                 continue
             if ms > before * limit:
                 return (State.REJECTED, f"focus: {case} {100 * (ms / before - 1):.1f}% slower than "
-                        f"{ref['candidate']} ({ms:.4g} vs {before:.4g} ms; limit "
+                        f"{ref['candidate']} ({fmt_ms(ms)} vs {fmt_ms(before)} ms; limit "
                         f"{self.config.max_regression_pct:g}%)", result)
         return state, reason, result
 

@@ -21,7 +21,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from population.events import (CURSOR_KEY, EventKind, EventOutcome, HumanEvent, OutcomeStatus, active, describe,
-                               is_paused, notes_by_candidate, outcome_key)
+                               inject_applied, injected_candidate, is_paused, notes_by_candidate, outcome_key)
 from population.models import Candidate, NewCandidate, Origin, State
 from population.records import C
 from search.evaluate.pool import Completed, Lost, PoolEvent, event_id
@@ -63,6 +63,12 @@ class HumanChannel:
 
     def _apply(self, event: HumanEvent) -> None:
         run = self.loop.run
+        if event.seq in self.outcomes:  # applied by `qrsearch inject` while the run was stopped
+            with run.transaction():
+                self.store.set_json(CURSOR_KEY, event.seq)
+            self.cursor = event.seq
+            self.applied.append(event)
+            return
         queued_front: str | None = None
         try:
             with run.transaction():
@@ -115,13 +121,9 @@ class HumanChannel:
         family = event.target
         if family not in self.loop.proposer.searchable_families():
             return self._outcome(event, OutcomeStatus.REFUSED, f"family {family} is not searched in this run")
-        data = event.data
-        new = NewCandidate(family=family, island=0, origin=Origin.HUMAN, source=str(data["source"]),
-                           params=dict(data.get("params") or {}),  # type: ignore[arg-type]
-                           fingerprint=str(data["fingerprint"]))
-        cand = self.loop.run.add_candidate(new)
+        cand = self.loop.run.add_candidate(injected_candidate(event))
         self.loop.proposer.seen.add(cand.content_key)
-        return self._outcome(event, OutcomeStatus.APPLIED, f"queued as {cand.id}", candidate_id=cand.id)
+        return inject_applied(event, cand.id)
 
     def _retired_changed(self) -> None:
         self.loop.proposer.retired = frozenset(

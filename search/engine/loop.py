@@ -105,6 +105,7 @@ class SearchLoop:
         # Seconds each family's candidates took to compile ahead (a moving average of what the
         # evaluators reported): while an evaluator holds for a compiled request, cheap ones go first.
         self.compile_seconds: dict[str, float] = {}
+        self._llm_failure: tuple[str, int] = ("", 0)  # the last LLM error and how often it came in a row
 
     # --- state across resumes ------------------------------------------------------------
 
@@ -118,9 +119,10 @@ class SearchLoop:
         self.run.store.set_rng_state(DRIVER_RNG, rng_state_to_json(self.rng))
 
     def start(self) -> None:
-        """Queue what a previous session left pending or running, oldest first; baseline first."""
+        """Queue what a previous session left pending or running, oldest first; the baseline first, then
+        the engineer's candidates (injected while the run was stopped: a live run takes them next too)."""
         pending = self.run.requeue_inflight()
-        pending.sort(key=lambda c: (c.family != BASELINE_FAMILY, c.created_at, c.id))
+        pending.sort(key=lambda c: (c.family != BASELINE_FAMILY, c.origin is not Origin.HUMAN, c.created_at, c.id))
         for c in pending:
             self.queue.push(c, self.run.source(c))  # the only read of their sources
         if pending:
@@ -428,7 +430,14 @@ class SearchLoop:
         with self.run.transaction():
             self.run.store.add_counters({C.LLM_ERRORS: 1})
             self.llm_budget.failed(job.model, message)
-        self.log(f"LLM call failed: {message}")
+        # The same failure again and again (an endpoint that is down) is said at the 1st, 2nd, 4th, 8th, ...
+        # time in a row, with the count, rather than once per call.
+        same = self._llm_failure[0] == message
+        count = self._llm_failure[1] + 1 if same else 1
+        self._llm_failure = (message, count)
+        if count & (count - 1) == 0:
+            self.log(f"LLM call failed: {message}" if count == 1 else
+                     f"LLM call failed {count} times in a row: {message}")
 
     # --- budget and status ---------------------------------------------------------------
 

@@ -21,7 +21,7 @@ def describe_budget(max_evals: int | None, max_minutes: float | None) -> str:
 
 
 def budget_progress(loop: SearchLoop) -> str:
-    """``evals 4/10  min 0.8/1.5  ETA 0.7 min`` for the loop's session right now."""
+    """``evals 4/10  min 0.8/1.5  ETA 0.7 min`` for the loop's session right now (no ETA once it stops)."""
     minutes = (time.monotonic() - loop.stats.started) / 60
     done = int(loop.run.store.counter(C.GPU_EVALUATIONS))
     parts = [f"evals {done}/{loop.max_evals if loop.max_evals is not None else '-'}"]
@@ -33,5 +33,7 @@ def budget_progress(loop: SearchLoop) -> str:
     rate = loop.stats.evals_per_minute()
     if loop.max_evals is not None and rate > 0:
         etas.append(max(loop.max_evals - done, 0) / rate)
+    if loop.stop_requested:  # no estimate once the session is ending: it would count down to nothing
+        return "  ".join(parts)
     parts.append(f"ETA {min(etas):.1f} min" if etas else "ETA -")
     return "  ".join(parts)

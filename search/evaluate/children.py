@@ -25,7 +25,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable
 
-from kernels.harness.runner import ChildProcess
+from kernels.harness.process import ChildProcess
 from kernels.harness.settings import RunLimits
 from search.evaluate.device_gate import DeviceGate, Hold
 

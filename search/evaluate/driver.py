@@ -35,7 +35,9 @@ from search.engine.loop import SearchLoop, seed_children
 from search.evaluate.budget import budget_progress, describe_budget
 from search.numbers import CPU_CAVEAT, ms as fmt_ms, speedup as fmt_speedup
 from search.pipes import pipe_safe
-from search.evaluate.progress import best_per_family, describe_evaluation_seconds, evaluation_seconds, render
+from search.evaluate.progress import (best_per_family, describe_evaluation_seconds, describe_search, evaluation_seconds,
+                                      render)
+from search.run_dirs import LATEST, point_latest
 from search.engine.tuning import KnownOutcome, Tuner
 
 CONFIG_FILE = "config.yaml"
@@ -184,7 +186,9 @@ def execute(session: RunSession, address: str | None, console: Console, grace_s:
         name = signal.Signals(signum).name
         if signals["count"] >= 2 or loop is None:
             raise KeyboardInterrupt(f"second {name}: stopping now")
-        loop.request_stop(f"{name} received; finishing in-flight work (send again to stop at once)")
+        # The reason stays true once the run has stopped (status shows it); the advice is for now.
+        loop.request_stop(f"{name} received")
+        log(f"finishing the evaluations in flight; send {name} again to stop at once")
 
     for sig in previous:
         signal.signal(sig, on_signal)
@@ -347,15 +351,20 @@ def _summary(loop: SearchLoop, console: Console, run_dir: Path) -> None:
     console.print(f"[bold]done[/]: {loop.stats.evaluations} evaluations this session "
                   f"({loop.stats.evals_per_minute():.1f}/min); stop: {loop.stop_requested}")
     console.print(budget_progress(loop))
+    console.print(describe_search(loop.run.store), highlight=False)
     for name, cid, ms, speed, evals in best_per_family(loop):
         console.print(f"  {name:24s} {cid:10s} {fmt_ms(ms, unit=True):>12s} {fmt_speedup(speed):>10s}  {evals} evals")
-    console.print(f"inspect: qrsearch status {run_dir} | qrsearch champions {run_dir} | "
-                  f"qrsearch resume {run_dir} --max-evals N")
+    latest = run_dir.parent / LATEST
+    also = f" (also {latest})" if latest.is_symlink() and latest.resolve() == run_dir.resolve() else ""
+    console.print(f"run: {run_dir}{also}", highlight=False)
+    console.print(f"inspect: qrsearch status {run_dir} | qrsearch lineage {run_dir} | qrsearch champions {run_dir} | "
+                  f"qrsearch resume {run_dir} --max-evals N", highlight=False)
 
 
 def launch(config: RunConfig, address: str | None = None, console: Console | None = None) -> int:
     console = console or Console()
     run = create_run(config)
+    point_latest(config.run_dir)
     session = RunSession(config=config, run=run, run_dir=config.run_dir, max_evals=config.budget.max_evals,
                       max_minutes=config.budget.max_minutes)
     return execute(session, address, console)

@@ -3,7 +3,7 @@
 The mean over the actor's life is the run's "GPU utilisation" figure (``getUtilizationRates``
 every ``period_s``, as every run so far reported it).  Beside it, the driver's own samples
 (``nvmlDeviceGetSamples``: one every 1/6 s or so, each with its own timestamp) go to a file, so
-``scripts/run_timeline.py`` can say how busy the GPU was during each family's evaluations,
+``tools/run_timeline.py`` can say how busy the GPU was during each family's evaluations,
 during compile waits and between evaluations: a mean alone cannot say where the idle time is.
 Where NVML is missing (CPU machines, CI) nothing is sampled.
 """

@@ -15,6 +15,7 @@ from population.models import CaseOutcome, EvalResult, State
 from population.outcomes import CaseStatus
 from search.engine.cascade import ScreenPlan, screened_estimate
 from search.evaluate.messages import EvalOutcome, EvalRequest
+from search.numbers import ms as fmt_ms, significant
 
 __all__ = ["merge_reports", "outcome_from_reports"]
 
@@ -87,8 +88,8 @@ def outcome_from_reports(request: EvalRequest, verify: SuiteReport, bench: Suite
         result = result.model_copy(update={"geomean_ms": None, "fidelity": "screen", "screen": {
             "geomean_ms": gm, "bar_ms": plan.bar_ms, "margin": plan.margin,
             "estimate_ms": screened_estimate(gm, plan)}})
-        reason = (f"screened: {gm:.4g} ms on {', '.join(plan.cases)} is {gm / plan.bar_ms:.2f}x its structure "
-                  f"best's {plan.bar_ms:.4g} ms (limit {plan.margin:g}x)")
+        reason = (f"screened: {fmt_ms(gm)} ms on {', '.join(plan.cases)} is {significant(gm / plan.bar_ms)}x its "
+                  f"structure best's {fmt_ms(plan.bar_ms)} ms (limit {plan.margin:g}x)")
         return EvalOutcome(candidate_id=request.candidate_id, state=State.SCREENED, reason=reason, result=result,
                            worker=worker, busy_s=finished - started)
     if failed is None:

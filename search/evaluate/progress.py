@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from population.models import State
-from population.records import RunCounters
+from population.models import Origin, State
+from population.records import OPERATOR_KEY, RunCounters
+from population.store import RunStore
 from search.evaluate.budget import budget_progress
 from search.engine.loop import SearchLoop
 from search.inspect.eval_seconds import STAGES, describe_evaluation_seconds, evaluation_seconds  # noqa: F401  (re-exported)
@@ -34,38 +36,55 @@ def best_per_family(loop: SearchLoop) -> list[tuple[str, str, float | None, floa
 
 
 def render(loop: SearchLoop, title: str) -> Group:
+    """The live panel: short lines that fit 80 columns (a cell grid wrapped each cell on its own)."""
     s = loop.stats
     elapsed = time.monotonic() - s.started
     counters = RunCounters.of(loop.run.store.counters())
     pool = loop.pool.stats()
-    head = Table.grid(padding=(0, 2))
-    head.add_row(
-        Text(title, style="bold"), f"{elapsed / 60:5.1f} min",
-        f"evals {s.evaluations} ({s.evals_per_minute():.1f}/min)",
-        f"queue {len(loop.queue)}", f"running {len(loop.pool.inflight())}",
-        f"evaluators {pool.ready}/{pool.evaluators} busy {100 * pool.mean_busy:.0f}%",
-    )
     failures = {k: v for k, v in s.by_state.items() if State(k).is_failure}
-    llm = loop.llm_off_reason or f"{len(loop.llm_jobs)} in flight"
+    llm = loop.llm_off_reason or f"{len(loop.llm_jobs)} calls in flight"
     if loop.llm_budget is not None and not loop.llm_off_reason:
         paused = [name for name in loop.llm_budget.state if loop.llm_budget.paused(name)]
         llm += f", paused: {', '.join(paused)}" if paused else ""
-    head.add_row(
-        "", f"verified {s.by_state.get(State.VERIFIED.value, 0)} screened {s.by_state.get(State.SCREENED.value, 0)}",
-        "failed " + (", ".join(f"{k} {v}" for k, v in sorted(failures.items())) or "0"),
-        f"lost {s.lost}", f"LLM: {llm}",
-        f"tokens {counters.llm_tokens} ${counters.llm_cost_usd:.2f}",
-    )
+    lines = [
+        Text.assemble((title, "bold"), f"  {elapsed / 60:.1f} min  evals {s.evaluations} "
+                      f"({s.evals_per_minute():.1f}/min)  queue {len(loop.queue)}  running {len(loop.pool.inflight())}"),
+        Text(f"evaluators {pool.ready}/{pool.evaluators} up, busy {100 * pool.mean_busy:.0f}%  "
+             f"verified {s.by_state.get(State.VERIFIED.value, 0)}  screened {s.by_state.get(State.SCREENED.value, 0)}"
+             f"  lost {s.lost}"),
+        Text("failed " + (", ".join(f"{k} {v}" for k, v in sorted(failures.items())) or "0")),
+        Text(f"LLM: {llm}; tokens {counters.llm_tokens}, ${counters.llm_cost_usd:.2f}"),
+        Text(budget_progress(loop)),
+    ]
     table = Table(title=None, expand=False)
     for column in ("family", "champion", "geomean ms", "speedup", "evals"):
         table.add_column(column, justify="right" if column in ("geomean ms", "speedup", "evals") else "left")
     for name, cid, ms, speed, evals in best_per_family(loop):
-        table.add_row(name, cid, fmt_ms(ms), fmt_speedup(speed),
-                      str(evals))
-    parts: list = [head, Text(budget_progress(loop)), table]
-    if s.champions:
-        parts.append(Text("\n".join(s.champions[-4:]), style="green"))
+        table.add_row(name, cid, fmt_ms(ms), fmt_speedup(speed), str(evals))
+    parts: list = [*lines, table]
+    parts += [Text(line, style="green", overflow="ellipsis", no_wrap=True) for line in s.champions[-4:]]
     if loop.stop_requested:
-        parts.append(Text(f"stopping: {loop.stop_requested} (waiting for {len(loop.pool.inflight())} evaluations)",
-                          style="yellow"))
+        waiting = _count(len(loop.pool.inflight()), "evaluation", "evaluations")
+        parts.append(Text(f"stopping ({loop.stop_requested}): waiting for {waiting}", style="yellow"))
+    for part in parts:
+        if isinstance(part, Text):
+            part.no_wrap, part.overflow = True, "ellipsis"
     return Group(*parts)
+
+
+def describe_search(store: RunStore) -> str:
+    """What the search did, for the end of a session: children by operator, champion changes."""
+    children = [c for c in store.list_candidates() if c.origin is not Origin.SEED and c.state.is_terminal]
+    operators = Counter(str(store.get_json(OPERATOR_KEY.format(cid=c.id)) or c.origin.value) for c in children)
+    changes = [e.change for e in store.champion_history() if e.change.previous_id is not None]
+    text = (f"search: {_count(len(children), 'child', 'children')} evaluated"
+            + (f" ({', '.join(f'{op} {n}' for op, n in operators.most_common())})" if operators else "")
+            + f", {_count(len(changes), 'champion change', 'champion changes')}")
+    if changes:
+        text += " (" + ", ".join(f"{c.family} {c.previous_id} -> {c.candidate_id}" for c in changes[-3:]) \
+            + (", ..." if len(changes) > 3 else "") + ")"
+    return text
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"

@@ -26,8 +26,11 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from kernels.candidate import materialize
+from kernels.harness.hooks import RunHooks
+from kernels.harness.job import CandidateJob
+from kernels.harness.process import ChildProcess, child_env
 from kernels.harness.results import SuiteReport
-from kernels.harness.runner import ChildProcess, child_env, run_candidate, run_candidate_parallel, shape_groups
+from kernels.harness.runner import run_candidate, run_candidate_parallel, shape_groups
 from kernels.params import structure_fingerprint
 from kernels.suites import Case
 from search.engine.cascade import is_screened_out
@@ -199,10 +202,10 @@ class Worker:
                             return taken.pop(0)
                     return self.children.take(hold)
 
-                verify = run_candidate_parallel(path, gates, processes=processes, suite=request.verify_suite,
-                                                mode="verify", device=request.device, limits=limits, fail_fast=True,
-                                                fast_gate_cases=fast, spawn=spawn, release=keep,
-                                                fresh=lambda: self.children.new_child(hold))
+                verify = run_candidate_parallel(
+                    CandidateJob(path, tuple(gates), suite=request.verify_suite, mode="verify", device=request.device,
+                                 limits=limits, fail_fast=True, fast_gate_cases=fast),
+                    processes, RunHooks(spawn=spawn, release=keep, fresh=lambda: self.children.new_child(hold)))
             bench = None
             if verify.ok:
                 parts: list[SuiteReport] = []
@@ -232,10 +235,15 @@ class Worker:
             extra["settle"] = extra.get("settle", 0.0) + hold.waited_s
             with self._compiles_stopped(hold, paused):
                 return run_candidate(
-                    path, cases, suite=request.bench_suite, mode="bench", device=request.device,
-                    limits=request.limits, policy=request.timing, fail_fast=True, profile=request.profile,
-                    gate=False, spawn=lambda: self.children.timing_child(hold, structure), reference=reference,
-                    release=keep_timing, fresh=lambda: self.children.new_child(hold, pinned=True))
+                    self._bench_job(request, path, cases, reference),
+                    RunHooks(spawn=lambda: self.children.timing_child(hold, structure), release=keep_timing,
+                             fresh=lambda: self.children.new_child(hold, pinned=True)))
+
+    @staticmethod
+    def _bench_job(request: EvalRequest, path: Path, cases: list[Case], reference: Path | None) -> CandidateJob:
+        return CandidateJob(path, tuple(cases), suite=request.bench_suite, mode="bench", device=request.device,
+                            limits=request.limits, policy=request.timing, fail_fast=True, profile=request.profile,
+                            gate=False, reference=reference)
 
     def _timed_per_region(self, request: EvalRequest, path: Path, cases: list[Case], paused: bool,
                           structure: str | None, reference: Path | None, extra: dict[str, float],
@@ -248,10 +256,9 @@ class Worker:
         extra["settle"] = extra.get("settle", 0.0) + turns.hold.waited_s
         try:
             return run_candidate(
-                path, cases, suite=request.bench_suite, mode="bench", device=request.device,
-                limits=request.limits, policy=request.timing, fail_fast=True, profile=request.profile,
-                gate=False, spawn=lambda: self.children.timing_child(turns.hold, structure), reference=reference,
-                release=keep_timing, fresh=lambda: self.children.new_child(turns.hold, pinned=True), turns=turns)
+                self._bench_job(request, path, cases, reference),
+                RunHooks(spawn=lambda: self.children.timing_child(turns.hold, structure), release=keep_timing,
+                         fresh=lambda: self.children.new_child(turns.hold, pinned=True), turns=turns))
         finally:
             turns.close()
             extra["settle"] += turns.waited_s

@@ -35,6 +35,7 @@ from population.models import State
 from search.inspect.best import best_overall, best_per_shape
 from search.inspect.namespacing import ExportError, Part, prepare
 from search.inspect.view import RunView
+from search.numbers import ms as fmt_ms, speedup as fmt_speedup
 
 __all__ = ["ExportError", "Part", "Plan", "Route", "compose", "export_candidate", "export_composite", "family_choice",
            "plan_composite", "prepare", "promoted"]
@@ -128,16 +129,15 @@ def _docstring(view: RunView, plan: Plan) -> str:
              "candidate with the best geomean time over that shape's cases; any other shape goes to the",
              "fallback, the candidate with the best geomean over the whole suite (verified on every case).",
              "",
-             "  batch x n    candidate   family                  ms (geomean)   torch.geqrf ms   speedup"]
+             "  batch x n    candidate   family                  ms (geomean)   torch.geqrf ms      speedup"]
     for r in plan.routes:
-        speed = f"{r.baseline_ms / r.geomean_ms:.2f}x" if r.baseline_ms else "-"
-        base = f"{r.baseline_ms:.4g}" if r.baseline_ms else "-"
-        lines.append(f"  {f'{r.batch}x{r.n}':<11}  {r.candidate:<10}  {r.family:<22}  {r.geomean_ms:>13.4g}  "
-                     f"{base:>15}  {speed:>8}")
+        speed = fmt_speedup(r.baseline_ms / r.geomean_ms) if r.baseline_ms else "-"
+        lines.append(f"  {f'{r.batch}x{r.n}':<11}  {r.candidate:<10}  {r.family:<22}  {fmt_ms(r.geomean_ms):>13}  "
+                     f"{fmt_ms(r.baseline_ms or None):>15}  {speed:>11}")
     base_gm = view.baseline.geomean_ms if view.baseline else None
-    speed = f"{base_gm / plan.fallback_ms:.2f}x" if base_gm else "-"
-    lines.append(f"  {'other':<11}  {plan.fallback:<10}  {plan.fallback_family:<22}  {plan.fallback_ms:>13.4g}  "
-                 f"{(f'{base_gm:.4g}' if base_gm else '-'):>15}  {speed:>8}   (fallback; suite geomean)")
+    speed = fmt_speedup(base_gm / plan.fallback_ms) if base_gm and plan.fallback_ms else "-"
+    lines.append(f"  {'other':<11}  {plan.fallback:<10}  {plan.fallback_family:<22}  {fmt_ms(plan.fallback_ms):>13}  "
+                 f"{fmt_ms(base_gm or None):>15}  {speed:>11}   (fallback; suite geomean)")
     lines += ["", "Times were measured in the run (the cases of each shape: "
               + "; ".join(f"{r.batch}x{r.n}: {', '.join(r.cases)}" for r in plan.routes) + ").",
               "Each candidate's module-level names carry its id as a suffix; needs only torch and triton."]
@@ -152,7 +152,7 @@ def export_composite(view: RunView, families: list[str] | None = None) -> tuple[
     labels = {}
     for cid in plan.kernels:
         cand = view.by_id[cid]
-        labels[cid] = f"family {cand.family}, {cand.origin.value}, {cand.fitness_ms:.4g} ms suite geomean"
+        labels[cid] = f"family {cand.family}, {cand.origin.value}, {fmt_ms(cand.fitness_ms)} ms suite geomean"
     return compose(plan, {cid: view.source(cid) for cid in plan.kernels}, _docstring(view, plan), labels), plan
 
 
@@ -190,7 +190,7 @@ def compose(plan: Plan, sources: Mapping[str, str], docstring: str, labels: Mapp
         out += [rule, "", body, ""]
     out += [rule, "# dispatcher", rule, "", "ROUTES = {"]
     for r in plan.routes:
-        out.append(f"    ({r.batch}, {r.n}): {r.candidate!r},  # {r.family}, {r.geomean_ms:.4g} ms")
+        out.append(f"    ({r.batch}, {r.n}): {r.candidate!r},  # {r.family}, {fmt_ms(r.geomean_ms)} ms")
     out += ["}", f"FALLBACK = {plan.fallback!r}  # {plan.fallback_family}, best suite geomean", "_KERNELS = {"]
     out += [f"    {p.cid!r}: {p.kernel}," for p in parts]
     out += ["}", "", "",

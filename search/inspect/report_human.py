@@ -7,12 +7,16 @@ from html import escape
 from typing import Any, Callable
 
 from search.inspect.view import RunView
+from search.numbers import significant
 
 Table = Callable[..., str]
 
 
-def _n(x: float | None, spec: str = ".4g") -> str:
-    return "-" if x is None else format(x, spec)
+def _n(x: float | None, spec: str | None = None) -> str:
+    """Times and ratios with the three significant figures used everywhere; ``spec`` for percentages."""
+    if x is None:
+        return "-"
+    return significant(x) if spec is None else format(x, spec)
 
 
 def focus_html(view: RunView, table: Table) -> str:
@@ -42,11 +46,11 @@ def recheck_html(view: RunView, table: Table) -> str:
             if "recorded_ms" not in r:
                 rows.append([escape(r["case"])] + ["-"] * 6 + ["no"])
                 continue
-            rows.append([escape(r["case"]), f"{_n(r['recorded_ms'])} ({_n(r['recorded_min_ms'], '.3g')}–"
-                         f"{_n(r['recorded_max_ms'], '.3g')}, n={r['recorded_count'] or '-'})",
-                         f"{_n(r['recheck_ms'])} ({_n(r['recheck_min_ms'], '.3g')}–{_n(r['recheck_max_ms'], '.3g')}, "
+            rows.append([escape(r["case"]), f"{_n(r['recorded_ms'])} ({_n(r['recorded_min_ms'])}–"
+                         f"{_n(r['recorded_max_ms'])}, n={r['recorded_count'] or '-'})",
+                         f"{_n(r['recheck_ms'])} ({_n(r['recheck_min_ms'])}–{_n(r['recheck_max_ms'])}, "
                          f"n={r['recheck_count'] or '-'})", f"{_n(r['geqrf_recorded_ms'])} / {_n(r['geqrf_recheck_ms'])}",
-                         _n(r["ratio"], ".3g"), _n(r["adjusted_ratio"], ".3g"), f"{100 * r['band']:.0f}%",
+                         _n(r["ratio"]), _n(r["adjusted_ratio"]), f"{100 * r['band']:.0f}%",
                          "yes" if r["holds"] else "<b>no</b>"])
         if rows:
             out.append(table(["case", "recorded ms", "recheck ms", "torch.geqrf then / now", "median ratio",

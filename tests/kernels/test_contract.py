@@ -3,7 +3,8 @@ import math
 import pytest
 import torch
 
-from kernels.contract import CASES, EPS32, MIXED_PROFILES, generate_input, mixed_profiles
+from kernels.contract import CASES, EPS32, MIXED_PROFILES
+from kernels.inputs import generate_input, mixed_profiles
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -13,6 +13,7 @@ suite through the harness (tests/kernels/test_families.py).
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 import shutil
@@ -77,6 +78,15 @@ def test_device_code_compiles_for_sm90(name, tmp_path):
 def _ptxas_report(module, kernels: list[str], source: Path) -> dict[tuple[int, ...], tuple[int, int]]:
     """Compile the named instantiations of the module's device code for sm_90 (no GPU needed) and
     return, per kernel's template arguments, (registers, bytes of spill loads) as ptxas reports them."""
+    bases = {k.split("<")[0] for k in kernels}
+    return {tuple(int(x) for x in re.findall(r"Li(\d+)E", name)): usage
+            for name, usage in _ptxas_entries(module, kernels, source).items()
+            if any(f"{len(base)}{base}" in name for base in bases)}
+
+
+def _ptxas_entries(module, kernels: list[str], source: Path) -> dict[str, tuple[int, int]]:
+    """(registers, bytes of spill loads) per compiled entry function (mangled name) of the module's
+    device code, with the named template instantiations taken."""
     # Taking each kernel's address instantiates it, whatever its parameters are.
     addresses = ", ".join(f"(const void*)&{k}" for k in kernels)
     source.write_text("#include <cuda_runtime.h>\n#include <cstddef>\n" + module._DEVICE_SOURCE
@@ -85,23 +95,23 @@ def _ptxas_report(module, kernels: list[str], source: Path) -> dict[tuple[int, .
                              "-Xptxas", "-v", str(source), "-o", str(source.with_suffix(".o"))],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    report: dict[tuple[int, ...], tuple[int, int]] = {}
+    entries: dict[str, tuple[int, int]] = {}
     for block in result.stderr.split("Compiling entry function")[1:]:
         name = re.match(r" '(\w+)'", block)
         spills = re.search(r"(\d+) bytes spill loads", block)
         registers = re.search(r"Used (\d+) registers", block)
         assert name and spills and registers, block[:500]
-        args = tuple(int(x) for x in re.findall(r"Li(\d+)E", name.group(1)))
-        report[args] = (int(registers.group(1)), int(spills.group(1)))
-    return report
+        entries[name.group(1)] = (int(registers.group(1)), int(spills.group(1)))
+    return entries
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc on this machine: the device code is compiled "
                     "on the GPU machine only")
 def test_blocked_default_panels_at_the_bench_shapes_do_not_spill(tmp_path):
     """The panel kernels the defaults launch at the qrv2-bench shapes on an H200 (132 SMs) keep
-    their tile in registers: 200 bytes of spill loads a thread cost 60x1024's panels 28% (session
-    15), and a change of defaults or of the kernel that brings spills back should fail here."""
+    their tile in registers: 200 bytes of spill loads a thread cost 60x1024's panels 28%
+    (kernels/BENCHMARKS.md#panels-two-to-an-sm), and a change of defaults or of the kernel that
+    brings spills back should fail here."""
     module = _module("cuda_blocked", tmp_path)
     launched = set()
     for batch, n in ((40, 176), (40, 352), (640, 512), (60, 1024)):
@@ -117,6 +127,23 @@ def test_blocked_default_panels_at_the_bench_shapes_do_not_spill(tmp_path):
         assert spill_loads <= 16, f"panel_kernel<{args}> spills {spill_loads} bytes of loads ({registers} registers)"
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc on this machine: the device code is compiled "
+                    "on the GPU machine only")
+def test_blocked_cholqr_kernels_compile_for_sm90_without_spills(tmp_path):
+    """The Cholesky QR leaf's kernels (and the merge's split cross product) keep their tiles in
+    shared memory and registers: a spill would put a tall panel's serial chain through local memory."""
+    module = _module("cuda_blocked", tmp_path)
+    entries = _ptxas_entries(module, [], tmp_path / "cholqr.cu")
+    names = ("cholqr_gram_kernel", "cholqr_first_kernel", "cholqr_second_kernel", "cholqr_rows_kernel", "cross_kernel",
+             "apply_rows_kernel")
+    for name in names:
+        found = [usage for entry, usage in entries.items() if f"{len(name)}{name}" in entry]
+        assert len(found) == 1, (name, sorted(entries))
+        registers, spill_loads = found[0]
+        # (8 bytes around a float64 division's slow path are no tile: the bound of the panel test)
+        assert spill_loads <= 16, f"{name} spills {spill_loads} bytes ({registers} registers)"
+
+
 def test_onchip_every_assignment_has_a_kernel(tmp_path):
     fam = get_family("cuda_onchip")
     rng = random.Random(3)
@@ -127,6 +154,35 @@ def test_onchip_every_assignment_has_a_kernel(tmp_path):
         for n in range(1, params["max_n"] + 1):
             rpl = (n + 31) // 32
             assert (rpl, module._WARPS[rpl]) in table, (params, n)
+
+
+@pytest.mark.parametrize("name, listed, key", [("cuda_blocked", "_PANEL_KERNELS", r"case (\d+)LL"),
+                                               ("cuda_onchip", "_KERNELS", r"case (\d+):")])
+def test_the_host_dispatch_is_generated_from_the_files_kernel_list(tmp_path, name, listed, key):
+    """One list in the file names the kernels the host code instantiates: its switch has a case
+    for each entry, once, and no other."""
+    module = _module(name, tmp_path)
+    kernels = getattr(module, listed)
+    assert len(set(kernels)) == len(kernels)
+    assert _dispatch(module) == set(kernels)
+    assert len(set(re.findall(key, module._HOST_SOURCE))) == len(re.findall(key, module._HOST_SOURCE)) == len(kernels)
+
+
+def test_blocked_every_panel_shape_has_a_kernel(tmp_path, monkeypatch):
+    """Whatever the panel-kernel knobs say, every shape _shape() gives a panel of each width, at
+    every height that width is used for (a block's registers hold the panel: 64 columns up to 512
+    rows, 32 up to 1024, 16 up to 2048, 8 up to 4096), is one of _PANEL_KERNELS."""
+    module = _module("cuda_blocked", tmp_path)
+    dims = get_family("cuda_blocked").space.dimensions()
+    knobs = ("warps_nb32", "warps_nb32_few", "panel_min_blocks", "panel_min_blocks_le256")
+    listed = set(module._PANEL_KERNELS)
+    for values in itertools.product(*(dims[k].values for k in knobs)):
+        for knob, value in zip(knobs, values):
+            monkeypatch.setitem(module.PARAMS, knob, value)
+        for nb, rows in ((64, 512), (32, 1024), (16, 2048), (8, 4096)):
+            for rpl in {module._rows_per_lane(m) for m in range(1, rows + 1)}:
+                for batch in (1, 132, 640):
+                    assert (rpl, *module._shape(nb, rpl, batch, 132)) in listed, (dict(zip(knobs, values)), nb, rpl)
 
 
 def test_blocked_every_assignment_and_panel_has_a_kernel(tmp_path, monkeypatch):
@@ -159,12 +215,43 @@ class ReferencePanel:
     def __init__(self, table: set[tuple[int, ...]]) -> None:
         self.table = table
         self.calls = 0
+        self.cholqr_calls = 0
+        self.cross_calls = 0
+        self.apply_rows_calls = 0
 
     def panel(self, S, H, tau, vt, t, k, w, rpl, warps, cpw, minb) -> None:
         self.calls += 1
         n = H.shape[-1]
         assert (rpl, warps, cpw, minb) in self.table
         assert 0 <= k and 1 <= w and k + w <= n and n - k <= 32 * rpl and w <= warps * cpw
+        self._factor_panel(S, H, tau, vt, t, k, w)
+
+    def cholqr_panel(self, S, H, tau, vt, t, acc, small, flags, k, w) -> None:
+        """The Cholesky QR leaf promises what panel() does, from workspaces sized as its host code
+        checks, and leaves its Gram accumulator zero for the next leaf."""
+        self.cholqr_calls += 1
+        batch, n = H.shape[0], H.shape[-1]
+        assert 0 <= k and 1 <= w <= 32 and k + w <= n
+        assert acc.dtype == small.dtype == torch.float64 and flags.dtype == torch.int32
+        assert acc.numel() >= batch * 1024 and small.numel() >= batch * 4096 and flags.numel() >= batch
+        assert not acc.any(), "the Gram accumulator must be zero when a leaf starts"
+        self._factor_panel(S, H, tau, vt, t, k, w)
+
+    def cross(self, A, B, out) -> None:
+        """out += A Bᵀ (a block merge's V1ᵀV2, or a narrow update's VᵀC with C's columns as B's rows)."""
+        self.cross_calls += 1
+        assert 1 in (A.stride(1), A.stride(2)) and 1 in (B.stride(1), B.stride(2)) and out.stride(2) == 1
+        assert A.shape[1] <= 64 and A.shape[0] == B.shape[0] == out.shape[0] and A.shape[2] == B.shape[2]
+        out += A @ B.transpose(1, 2)
+
+    def apply_rows(self, S, C, vt, W) -> None:
+        """C = S - V W with V given as Vᵀ (at most 64 rows)."""
+        self.apply_rows_calls += 1
+        assert S.shape == C.shape and S.stride() == C.stride() and vt.shape[1] <= 64 and vt.shape[2] == C.shape[1]
+        C.copy_(S - vt.transpose(1, 2) @ W)
+
+    def _factor_panel(self, S, H, tau, vt, t, k, w) -> None:
+        n = H.shape[-1]
         # windows: rows of vt n apart, rows of t contiguous, room for what the kernel writes
         assert vt.stride(2) == 1 and vt.stride(1) == n and vt.shape[1] >= w and vt.shape[2] >= n - k
         assert t.stride(2) == 1 and t.shape[1] >= w and t.shape[2] >= w
@@ -240,6 +327,49 @@ def test_blocked_tall_panels_with_a_reference_panel(tmp_path, monkeypatch, param
     assert verify_qr(a, (h, tau), None).ok
 
 
+@pytest.mark.parametrize("params, n", [
+    ({"panel_le512": "cholqr2", "cholqr_min_rows": 64, "nb_le512": 32, "block_le512": 128}, 480),
+    ({"panel_le1024": "cholqr2", "cholqr_min_rows": 256, "cross_min_rows": 256, "nb_le1024": 16,
+      "block_le1024": 64}, 600),
+    ({"max_n": 2048, "panel_gt1024": "cholqr2", "block_gt1024": 64, "narrow_cols_gt1024": 0}, 1100),
+    ({}, 1100),  # the defaults above 1024: narrow updates split over the rows
+])
+def test_blocked_cholqr_leaves_with_a_reference_panel(tmp_path, monkeypatch, params, n):
+    """Where a size class asks for Cholesky QR leaves, the leaves of enough rows take them (tall ones
+    always: the register kernel holds at most 1024 rows of a 32-wide panel), the rest the register
+    kernel, and the factorisation is right."""
+    module = _module("cuda_blocked", tmp_path, params)
+    reference = ReferencePanel(_dispatch(module))
+    monkeypatch.setattr(module, "_extension", lambda device: reference)
+    a = generate_input(2, n, 1.0, 12, "mixed")
+    h, tau = torch.full_like(a, float("nan")), torch.empty((2, n))
+    module._factor(h, tau, a)
+    assert verify_qr(a, (h, tau), None).ok
+    nb, _ = module._widths(n)
+    leaves = [k for k in range(0, n, nb)]
+    want = sum(module._cholqr_leaf(n, n - k, min(nb, n - k)) for k in leaves)
+    assert reference.cholqr_calls == want > 0
+    assert reference.calls == len(leaves) - want
+    if module.PARAMS["cross_min_rows"] <= n - nb:
+        assert reference.cross_calls > 0
+    if n > 1024 and module.PARAMS["narrow_gt1024"] == "split" and module.PARAMS["narrow_cols_gt1024"]:
+        assert reference.apply_rows_calls > 0
+    if n > 1024:
+        assert module._cholqr_leaf(n, 1025, 32) and not module._cholqr_leaf(n, 1025, 33)
+        assert nb == 32
+
+
+def test_blocked_workspace_only_where_cholqr_leaves_run(tmp_path):
+    module = _module("cuda_blocked", tmp_path, {"panel_gt1024": "householder", "panel_le1024": "householder",
+                                                "panel_le512": "householder"})
+    assert module._workspace(3, 100, torch.device("cpu")) == ()
+    module.PARAMS["panel_le1024"] = "cholqr2"
+    assert module._workspace(3, 500, torch.device("cpu")) == ()  # another size class
+    acc, small, flags = module._workspace(3, 1000, torch.device("cpu"))
+    assert acc.shape == (3, 1024) and not acc.any() and small.shape == (3, 4096)
+    assert flags.shape == (3,) and flags.dtype == torch.int32
+
+
 @pytest.mark.parametrize("mode, bound", [("tf32x3", 1e-5), ("bf16x3", 2e-3)])
 def test_blocked_update_kernel_applies_the_block_reflector(tmp_path, mode, bound):
     """The Triton update on windows like the factorisation's (C a view of H with row stride n,
@@ -305,3 +435,90 @@ def test_panel_kernel_matches_the_reference_panel_on_gpu(tmp_path, params):
                 torch.testing.assert_close(g.cpu(), w, rtol=2e-3, atol=2e-4, equal_nan=True,
                                            msg=f"{label} at n={n} k={k}")
 
+
+
+@pytest.mark.gpu
+def test_cholqr_leaf_matches_the_reference_panel_on_gpu(tmp_path):
+    """The Cholesky QR leaf on the GPU: tall and short panels, partial widths, read from the input or
+    in place.  Ordinary matrices match the reference panel; matrices whose panel is nearly dependent
+    (a zero column, two equal columns) are flagged, factored by the fallback and checked by the
+    panel's properties (their trailing columns are rounding noise, so no two factorisations agree
+    element by element)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    module = _module("cuda_blocked", tmp_path, {"panel_gt1024": "cholqr2"})
+    ext = module._extension(torch.device("cuda"))
+    for batch, n, k, w, profile in ((3, 4096, 0, 32, "dense"), (3, 2100, 1000, 32, "dense"),
+                                    (4, 1024, 512, 32, "mixed"), (4, 300, 0, 20, "dense"),
+                                    (5, 700, 64, 32, "clustered"), (4, 512, 448, 32, "dense")):
+        # (a square leaf, m = w, is valid too but ends in a reflector geqrf leaves out: its last tau is
+        # 2 where geqrf's is 0, so the comparison below would not hold; the family never asks for one)
+        a = generate_input(batch, n, 1.0, 8, profile, device="cuda")
+        a[1, :, k + 3] = 0.0                        # a zero column: the first Cholesky breaks down
+        a[2, :, k + 5] = a[2, :, k + 4]             # two equal columns
+        h = a.clone() if k else torch.full_like(a, float("nan"))
+        acc = torch.zeros((batch, 1024), dtype=torch.float64, device="cuda")
+        small = torch.empty((batch, 4096), dtype=torch.float64, device="cuda")
+        flags = torch.full((batch,), -1, dtype=torch.int32, device="cuda")
+        got = [a, h, torch.zeros((batch, n), device="cuda"), torch.zeros((batch, w, n), device="cuda"),
+               torch.zeros((batch, w, w), device="cuda")]
+        want = [x.cpu() for x in got]
+        ext.cholqr_panel(*got, acc, small, flags, k, w)
+        assert not acc.any(), "the leaf must leave its Gram accumulator zero"
+        ReferencePanel(set()).cholqr_panel(*want, acc.cpu(), small.cpu(), flags.cpu(), k, w)
+        where = f"batch={batch} n={n} k={k} w={w} {profile}"
+        assert flags[1].item() and flags[2].item(), (where, flags.tolist())
+        ordinary = [i for i in range(batch) if not flags[i].item()]
+        assert 0 in ordinary, (where, flags.tolist())
+        for label, g, wnt in zip(("H", "tau", "VT", "T"), got[1:], want[1:]):
+            torch.testing.assert_close(g[ordinary].cpu(), wnt[ordinary], rtol=2e-3, atol=2e-4, equal_nan=True,
+                                       msg=lambda text: f"{label} at {where}: {text}")
+        for i in range(batch):
+            _check_panel_properties(a[i, k:, k:k + w], h[i, k:, k:k + w], got[2][i, k:k + w], got[3][i, :w, :n - k],
+                                    got[4][i, :w, :w], f"{where} matrix {i}")
+
+
+def _check_panel_properties(p, h, tau, vt, t, where: str) -> None:
+    """(h, tau, vt, t) is a QR of the panel p in float64: P = (I - V T Vᵀ)[:, :w] R with that factor
+    orthonormal, T upper triangular with tau on its diagonal, and Vᵀ the unit lower trapezoid of h."""
+    p, h, tau, vt, t = (x.double() for x in (p, h, tau, vt, t))
+    m, w = h.shape
+    v = torch.tril(h, diagonal=-1)
+    v[torch.arange(w), torch.arange(w)] = 1.0
+    torch.testing.assert_close(vt, v.T, rtol=0, atol=0, msg=lambda text: f"Vᵀ at {where}: {text}")
+    assert torch.equal(t, torch.triu(t)) and torch.allclose(torch.diagonal(t), tau), where
+    q = torch.eye(m, w, dtype=torch.float64, device=h.device) - v @ (t @ v[:w].T)
+    scale = p.abs().max().item() or 1.0
+    assert (q @ torch.triu(h[:w]) - p).abs().max().item() <= 1e-4 * scale * max(1.0, m / 256), where
+    assert (q.T @ q - torch.eye(w, dtype=torch.float64, device=h.device)).abs().max().item() <= 1e-4, where
+
+
+@pytest.mark.gpu
+def test_split_products_match_torch_on_gpu(tmp_path):
+    """The merge's and the narrow update's split products on windows like the factorisation's: Vᵀ rows
+    n apart, C a view of H (its columns as the second operand's rows), partial chunks and tiles."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    module = _module("cuda_blocked", tmp_path)
+    ext = module._extension(torch.device("cuda"))
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    batch, n, k, width, cols = 3, 1500, 100, 48, 150
+    m = n - k
+    h = torch.randn((batch, n, n), device="cuda", generator=gen)
+    vt = torch.randn((batch, 64, n), device="cuda", generator=gen)[:, :width, :m]
+    c = h[:, k:, k + width:k + width + cols]
+    out = torch.zeros((batch, width, cols), device="cuda")
+    ext.cross(vt, c.transpose(1, 2), out)
+    want = vt.double() @ c.double()
+    assert ((out.double() - want).abs().max() / want.abs().max()).item() < 1e-5
+    cross = torch.zeros((batch, width, 40), device="cuda")
+    ext.cross(vt, vt[:, :40], cross)
+    torch.testing.assert_close(cross.double(), vt.double() @ vt[:, :40].double().transpose(1, 2), rtol=1e-5, atol=1e-3)
+    w = torch.randn((batch, width, cols), device="cuda", generator=gen)
+    before = h.clone()
+    ext.apply_rows(c, c, vt, w)
+    want_c = before[:, k:, k + width:k + width + cols].double() - vt.double().transpose(1, 2) @ w.double()
+    torch.testing.assert_close(c.double(), want_c, rtol=1e-5, atol=1e-3)
+    outside = torch.ones_like(h, dtype=torch.bool)
+    outside[:, k:, k + width:k + width + cols] = False
+    assert torch.equal(h[outside], before[outside]), "apply_rows wrote outside its window"

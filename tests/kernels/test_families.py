@@ -4,8 +4,9 @@
     Triton kernels running under TRITON_INTERPRET=1, checked by verify_qr;
 (b) seeded random assignments from each family's declared space, rendered
     into the file and run on a subset of the smoke cases;
-(c) registry and space properties (defaults valid and equal to the file's
-    PARAMS, render -> read_params round trip, render keeps the structure
+(c) registry and space properties (a SPACE value list for every PARAMS key,
+    defaults valid and equal to the file's PARAMS, the description is the file's
+    docstring, render -> read_params round trip, render keeps the structure
     fingerprint, the source screen passes, load_candidate loads it);
 (d) on a GPU (marked ``gpu``): the 22 ``qrv2-tests`` cases through the harness.
 
@@ -27,7 +28,7 @@ from kernels.candidate import load_candidate, materialize
 from kernels.inputs import generate_input
 from kernels.families import BASELINE_PATH, FAMILIES, FAMILIES_DIR, RegisteredFamily, get_family
 from kernels.harness.screen import screen_source
-from kernels.params import ParamSpace, read_params, render_params, structure_fingerprint
+from kernels.params import ParamSpace, read_params, read_space, render_params, structure_fingerprint
 from kernels.suites import get_suite
 from kernels.verify import verify_qr
 
@@ -113,6 +114,24 @@ def test_defaults_are_valid_and_are_the_files_params(name):
 
 
 @pytest.mark.parametrize("name", ALL)
+def test_the_files_space_block_gives_every_params_key_its_values(name):
+    fam = get_family(name)
+    params, space = read_params(fam.source()), read_space(fam.source())
+    assert list(space) == list(fam.space.model_fields)  # the block's order is the sampler's
+    assert set(space) == set(params)
+    for key, values in space.items():
+        assert params[key] in values, key
+        assert fam.space.dimensions()[key].values == tuple(values), key
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_the_description_is_the_files_docstring_on_one_line(name):
+    fam = get_family(name)
+    docstring = ast.get_docstring(ast.parse(fam.source()))
+    assert docstring and fam.description == " ".join(docstring.split())
+
+
+@pytest.mark.parametrize("name", ALL)
 def test_every_field_is_a_dimension(name):
     space = get_family(name).space
     dims = space.dimensions()
@@ -157,7 +176,7 @@ def test_render_applies_to_a_mutated_descendant():
 
 
 def test_cross_field_rules_drop_assignments_that_cannot_launch():
-    from kernels.families.spaces import BlockedWYSpace
+    BlockedWYSpace = get_family("blocked_wy").space
 
     with pytest.raises(ValidationError, match="registers"):
         BlockedWYSpace(maxnreg_le512=255, warps_le512=16)
@@ -281,9 +300,10 @@ def test_tail_norms_survive_tiny_and_huge_scales(interpret):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", SEARCHED)
 def test_qrv2_tests_on_gpu(name):
+    from kernels.harness.job import CandidateJob
     from kernels.harness.runner import run_candidate
 
-    report = run_candidate(get_family(name).path, get_suite("qrv2-tests"), suite="qrv2-tests", mode="verify",
-                           device="cuda")
+    report = run_candidate(CandidateJob(get_family(name).path, get_suite("qrv2-tests"), suite="qrv2-tests",
+                                        mode="verify", device="cuda"))
     failed = [f"{c.case.name}: {c.status} {c.message}" for c in report.cases if not c.ok]
     assert not failed, failed

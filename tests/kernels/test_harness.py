@@ -6,7 +6,10 @@ from pathlib import Path
 import pytest
 
 from kernels.families import BASELINE_PATH
-from kernels.harness.runner import RunLimits, child_env, run_candidate
+from kernels.harness.job import CandidateJob
+from kernels.harness.process import child_env
+from kernels.harness.runner import run_candidate
+from kernels.harness.settings import RunLimits
 from kernels.harness.timing import TimingPolicy
 from kernels.suites import Case, get_suite
 
@@ -18,8 +21,8 @@ FAST = TimingPolicy(warmup_calls=1, min_reps=3, max_reps=5, max_seconds=1.0)
 
 def run(name, mode="verify", cases=SMALL, **kw):
     kw.setdefault("policy", FAST)
-    return run_candidate(CANDIDATES / f"{name}.py" if name != "baseline" else BASELINE_PATH, cases, mode=mode,
-                         device="cpu", **kw)
+    return run_candidate(CandidateJob(CANDIDATES / f"{name}.py" if name != "baseline" else BASELINE_PATH, cases,
+                                      mode=mode, device="cpu", **kw))
 
 
 def test_baseline_passes_and_is_timed_on_cpu():
@@ -184,8 +187,8 @@ def test_parallel_verify_reports_like_the_sequential_run():
 
     for name in ("baseline", "raises"):
         path = CANDIDATES / f"{name}.py" if name != "baseline" else BASELINE_PATH
-        seq = run_candidate(path, SMALL, device="cpu")
-        par = run_candidate_parallel(path, SMALL, processes=2, device="cpu")
+        seq = run_candidate(CandidateJob(path, SMALL, device="cpu"))
+        par = run_candidate_parallel(CandidateJob(path, SMALL, device="cpu"), processes=2)
         assert [c.case for c in par.cases] == SMALL
         assert [c.status for c in par.cases] == [c.status for c in seq.cases]
         assert par.ok == seq.ok and par.device == "cpu"
@@ -195,7 +198,7 @@ def test_parallel_run_refuses_timing():
     from kernels.harness.runner import run_candidate_parallel
 
     with pytest.raises(ValueError, match="verify-mode"):
-        run_candidate_parallel(BASELINE_PATH, SMALL, processes=2, mode="bench")
+        run_candidate_parallel(CandidateJob(BASELINE_PATH, SMALL, mode="bench"), processes=2)
 
 
 def test_ungated_bench_verifies_every_output_and_keeps_the_evidence():
@@ -210,7 +213,7 @@ def test_ungated_bench_verifies_every_output_and_keeps_the_evidence():
 
 def test_a_staged_child_loads_then_waits_for_init_before_it_is_warm_and_runs_a_job(tmp_path):
     from kernels.harness.job import Job
-    from kernels.harness.runner import ChildProcess
+    from kernels.harness.process import ChildProcess
 
     child = ChildProcess(env=child_env(), staged=True)
     try:
@@ -227,7 +230,7 @@ def test_a_staged_child_loads_then_waits_for_init_before_it_is_warm_and_runs_a_j
         while not kinds or kinds[-1] != "done":
             message = child.next_message(time.monotonic() + 120)
             assert message is not None
-            kinds.append(message["type"])
+            kinds.append(message.type)
         assert "case_result" in kinds
     finally:
         child.close()
@@ -244,7 +247,7 @@ def test_a_staged_child_loads_then_waits_for_init_before_it_is_warm_and_runs_a_j
 
 
 def _not_staged_init() -> None:
-    from kernels.harness.runner import ChildProcess
+    from kernels.harness.process import ChildProcess
 
     plain = ChildProcess(env=child_env())
     try:
@@ -256,7 +259,7 @@ def _not_staged_init() -> None:
 def test_a_pinned_child_and_every_thread_it_starts_stay_on_its_cpus():
     import os
 
-    from kernels.harness.runner import ChildProcess
+    from kernels.harness.process import ChildProcess
 
     cpu = min(os.sched_getaffinity(0))
     child = ChildProcess.pinned(frozenset({cpu}), env=child_env())

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from kernels.families import BASELINE_PATH
+from kernels.harness.job import CandidateJob
 from kernels.harness.runner import run_candidate
 from kernels.harness.timing import TimingPolicy
 from kernels.suites import Case
@@ -16,8 +17,8 @@ POLICY = TimingPolicy(min_reps=5, max_reps=10, max_seconds=2)
 
 
 def test_work_on_other_streams_is_timed():
-    base = run_candidate(BASELINE_PATH, CASES[:1], mode="bench", policy=POLICY)
-    side = run_candidate(CANDIDATES / "side_stream.py", CASES[:1], mode="bench", policy=POLICY)
+    base = run_candidate(CandidateJob(BASELINE_PATH, tuple(CASES[:1]), mode="bench", policy=POLICY))
+    side = run_candidate(CandidateJob(CANDIDATES / "side_stream.py", tuple(CASES[:1]), mode="bench", policy=POLICY))
     assert base.ok and side.ok
     assert side.cases[0].timing.timer == "cuda_events"
     # 20 matmuls of 4096^3 on a side stream take milliseconds; geqrf of 4×64 far less.
@@ -25,7 +26,7 @@ def test_work_on_other_streams_is_timed():
 
 
 def test_illegal_address_ends_the_process_and_is_reported():
-    report = run_candidate(CANDIDATES / "illegal_address.py", CASES, mode="verify", keep_going=True)
+    report = run_candidate(CandidateJob(CANDIDATES / "illegal_address.py", tuple(CASES), mode="verify", keep_going=True))
     first = report.cases[0]
     assert first.status in ("error", "crashed")
     assert "CUDA" in first.message or "illegal" in first.message

@@ -1,8 +1,8 @@
 """lookahead_split's cooperative-panel steps compile for an H200 (sm_90) on a CPU machine.
 
 The interpreter runs a kernel's Python, not Triton's code generator: a step that ran on the CPU
-failed to compile on the GPU (session 14: a branch on a Python int that Triton generated both
-ways).  Compiling the split steps for the GPU target here (Triton's own ptxas, no device) catches
+failed to compile on the GPU (a branch on a Python int that Triton generated both ways;
+kernels/BENCHMARKS.md#search-winners-as-defaults).  Compiling the split steps for the GPU target here (Triton's own ptxas, no device) catches
 that class of error before a device call does.
 """
 

@@ -4,8 +4,8 @@ from typing import Annotated, Literal
 import pytest
 from pydantic import ValidationError, model_validator
 
-from kernels.params import (Choice, FloatRange, IntRange, ParamSpace, ParamsError, read_params, render_params,
-                            structure_fingerprint)
+from kernels.params import (Choice, FloatRange, IntRange, ParamSpace, ParamsError, read_params, read_space,
+                            render_params, space_model, structure_fingerprint)
 
 SOURCE = '''"""A family."""
 import torch
@@ -126,3 +126,70 @@ def test_a_fingerprint_parses_a_files_text_around_its_params_once_and_stays_the_
     assert structure_fingerprint(renamed) == _fingerprint(renamed) != structure_fingerprint(SOURCE)
     edited = children[0].replace("import torch", "import torch\nimport math", 1)
     assert structure_fingerprint(edited) == _fingerprint(edited) != structure_fingerprint(children[0])
+
+
+SPACED = SOURCE.replace("# qrsearch: end params\n", '''# qrsearch: end params
+
+# qrsearch: space
+SPACE = {
+    "block": [16, 32, 64],  # a comment beside a dimension
+    "precision": ["ieee", "tf32x3"],
+}
+# qrsearch: end space
+''')
+
+
+def _outcome(space, assignment):
+    try:
+        return space(**assignment).as_params()
+    except ValidationError as exc:
+        return [(e["loc"], e["msg"]) for e in exc.errors()]
+
+
+def test_a_space_block_builds_the_space_it_declares():
+    built = space_model("BuiltSpace", read_space(SPACED), read_params(SPACED))
+    assert built.__name__ == "BuiltSpace" and issubclass(built, ParamSpace)
+    assert built.dimensions() == Space.dimensions()
+    assert built().as_params() == Space().as_params() == read_params(SPACED)
+    for assignment in ({"block": 64}, {"block": 48}, {"block": "32"}, {"precision": "tf32"}, {"extra": 1}, {}):
+        assert _outcome(built, assignment) == _outcome(Space, assignment), assignment
+    assert render_params(SPACED, built(block=64).as_params()).count("# qrsearch: space") == 1
+
+
+def test_booleans_and_numbers_keep_their_types_and_order():
+    built = space_model("Typed", {"fused": [False, True], "order": [True, False], "ratio": [0.5, 0.25]},
+                        {"fused": True, "order": True, "ratio": 0.5})
+    assert built.model_fields["fused"].annotation is bool
+    assert built.dimensions()["order"].values == (True, False)  # the order a sampler draws from
+    with pytest.raises(ValidationError):
+        built(ratio=0.3)
+
+
+def test_rules_drop_what_the_values_alone_allow():
+    def no_wide_tf32(p):
+        if p["block"] == 64 and p["precision"] == "tf32x3":
+            raise ValueError("64-wide blocks in tf32x3 spill")
+
+    built = space_model("RuledSpace", read_space(SPACED), read_params(SPACED), [no_wide_tf32])
+    with pytest.raises(ValidationError, match="spill"):
+        built(block=64, precision="tf32x3")
+    assert built(block=64).block == 64 and built(precision="tf32x3").precision == "tf32x3"
+    rng = random.Random(0)
+    assert all(not (p.block == 64 and p.precision == "tf32x3") for p in (built.sample(rng) for _ in range(50)))
+
+
+def test_a_file_without_a_space_block_has_no_knobs_and_a_broken_block_is_refused():
+    assert read_space(SOURCE) == {}
+    for body in ('"block": []', '"block": [16, "32"]', '"block": 16', '"block": [None]'):
+        broken = SPACED.replace('"block": [16, 32, 64]', body)
+        with pytest.raises(ParamsError, match="SPACE"):
+            read_space(broken)
+    with pytest.raises(ParamsError, match="one assignment"):
+        read_space(SPACED.replace("SPACE = {", "OTHER = {"))
+
+
+def test_space_and_params_keys_must_agree():
+    with pytest.raises(ParamsError, match=r"PARAMS keys without values \['precision'\]"):
+        space_model("Short", {"block": [16, 32]}, {"block": 32, "precision": "ieee"})
+    with pytest.raises(ParamsError, match=r"SPACE keys without a PARAMS value \['stages'\]"):
+        space_model("Long", {"block": [16, 32], "stages": [1, 2]}, {"block": 32})

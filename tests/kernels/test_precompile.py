@@ -316,10 +316,10 @@ def test_the_gpu_child_hits_the_cache_a_cuda_hidden_precompile_filled(tmp_path, 
     report = read_report(report_path)
     assert report is not None and report.ok, report and report.error
     assert report.kernels_compiled == 3
-    from kernels.harness.runner import child_env
+    from kernels.harness.process import child_env
 
     run = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "precompile_check.py"), "--run", str(family), "--shapes",
+        [sys.executable, str(ROOT / "lab" / "precompile_check.py"), "--run", str(family), "--shapes",
          ",".join(f"{b}x{n}" for b, n in shapes)],
         env=child_env({"TRITON_CACHE_DIR": str(tmp_path / "cache")}), capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernels.harness.runner import ChildProcess, run_candidate
+from kernels.harness.hooks import RunHooks
+from kernels.harness.job import CandidateJob
+from kernels.harness.process import ChildProcess
+from kernels.harness.runner import run_candidate
 from kernels.harness.timing import TimingPolicy
 from kernels.params import structure_fingerprint
 from kernels.suites import Case
@@ -76,10 +79,14 @@ class Pool:
         for child in self.spawned:
             child.close()
 
+    @property
+    def hooks(self) -> RunHooks:
+        return RunHooks(spawn=self.spawn, fresh=self.fresh, release=self.release)
+
 
 def run(pool: Pool, path: Path, mode: str = "verify"):
-    return run_candidate(path, CASES, mode=mode, device="cpu", policy=FAST, spawn=pool.spawn, fresh=pool.fresh,
-                         release=pool.release, fail_fast=True)
+    return run_candidate(CandidateJob(path, tuple(CASES), mode=mode, device="cpu", policy=FAST, fail_fast=True),
+                         pool.hooks)
 
 
 def test_the_template_is_one_structure(tmp_path):
@@ -139,7 +146,7 @@ def test_without_a_release_every_child_runs_in_its_own_process(tmp_path):
         return spawned[-1]
 
     for name in ("x", "y"):
-        report = run_candidate(child_file(tmp_path, name), CASES, device="cpu", spawn=spawn)
+        report = run_candidate(CandidateJob(child_file(tmp_path, name), tuple(CASES), device="cpu"), RunHooks(spawn=spawn))
         assert report.ok
     assert len(spawned) == 2 and all(c.jobs == 1 and c.proc.poll() is not None for c in spawned)
 
@@ -154,11 +161,10 @@ def test_a_cheat_caught_in_a_fresh_process_is_caught_after_a_reuse_too(tmp_path)
     stale = Path(__file__).parent / "candidates" / "stale_when_timed.py"
     pool = Pool()
     try:
-        assert run_candidate(child_file(tmp_path, "honest"), cases, device="cpu", spawn=pool.spawn,
-                             fresh=pool.fresh, release=pool.release).ok and pool.kept
-        fresh = run_candidate(stale, cases, device="cpu")
-        after_reuse = run_candidate(stale, cases, device="cpu", spawn=pool.spawn, fresh=pool.fresh,
-                                    release=pool.release)
+        assert run_candidate(CandidateJob(child_file(tmp_path, "honest"), tuple(cases), device="cpu"),
+                             pool.hooks).ok and pool.kept
+        fresh = run_candidate(CandidateJob(stale, tuple(cases), device="cpu"))
+        after_reuse = run_candidate(CandidateJob(stale, tuple(cases), device="cpu"), pool.hooks)
         assert pool.fresh_spawns == 1
         assert [c.status for c in after_reuse.cases] == [c.status for c in fresh.cases]
         assert after_reuse.cases[3].status == "failed_verify" and all(c.ok for c in after_reuse.cases[:3])

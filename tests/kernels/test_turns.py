@@ -1,4 +1,4 @@
-"""A bench job's turns on the device (``run_candidate(turns=...)``): the child asks its parent for
+"""A bench job's turns on the device (``RunHooks(turns=...)``): the child asks its parent for
 the device before each timed region and gives it back after, with real children on CPU."""
 
 from __future__ import annotations
@@ -7,6 +7,8 @@ import time
 from pathlib import Path
 
 from kernels.families import BASELINE_PATH
+from kernels.harness.hooks import RunHooks
+from kernels.harness.job import CandidateJob
 from kernels.harness.runner import run_candidate
 from kernels.harness.settings import TimingPolicy
 from kernels.suites import Case
@@ -43,7 +45,8 @@ def test_each_timed_region_is_one_turn_and_waiting_for_turns_is_neither_timed_no
     # timing, and the 8 regions (about 0.1 s of work each on a loaded 2-core machine) fit it only
     # if the 8 x 0.5 s spent waiting do not count (counted, it stops after the 4th).
     policy = TimingPolicy(warmup_calls=1, min_reps=2, max_reps=8, target_rel_stderr=1e-12, max_seconds=2.0)
-    report = run_candidate(BASELINE_PATH, [CASE], mode="bench", device="cpu", policy=policy, turns=turns)
+    report = run_candidate(CandidateJob(BASELINE_PATH, (CASE,), mode="bench", device="cpu", policy=policy),
+                           RunHooks(turns=turns))
     result = report.cases[0]
     assert result.status is CaseStatus.OK, result.error
     assert result.timing is not None and result.timing.count == 8
@@ -52,8 +55,8 @@ def test_each_timed_region_is_one_turn_and_waiting_for_turns_is_neither_timed_no
 
 
 def test_without_turns_the_job_asks_for_none():
-    report = run_candidate(BASELINE_PATH, [CASE], mode="bench", device="cpu",
-                           policy=TimingPolicy(warmup_calls=0, min_reps=2, max_reps=2))
+    report = run_candidate(CandidateJob(BASELINE_PATH, (CASE,), mode="bench", device="cpu",
+                                        policy=TimingPolicy(warmup_calls=0, min_reps=2, max_reps=2)))
     assert report.cases[0].status is CaseStatus.OK
 
 
@@ -65,7 +68,8 @@ def test_a_child_that_dies_inside_a_timed_region_gives_its_turn_back(tmp_path: P
         "    return torch.geqrf(A)\n")
     turns = RecordingTurns()
     policy = TimingPolicy(warmup_calls=1, min_reps=5, max_reps=5)
-    report = run_candidate(candidate, [CASE], mode="bench", device="cpu", policy=policy, gate=False, turns=turns)
+    report = run_candidate(CandidateJob(candidate, (CASE,), mode="bench", device="cpu", policy=policy, gate=False),
+                           RunHooks(turns=turns))
     result = report.cases[0]
     assert result.status is CaseStatus.CRASHED and "code 7" in (result.error or "")
     assert turns.events == ["acquire", "release", "acquire", "release"] and not turns.held

@@ -7,8 +7,9 @@ from pydantic import ValidationError
 
 from population.errors import InvalidTransition
 from population.models import (FAILURE_STATES, Candidate, CaseOutcome, CaseStatus, EvalResult, NewCandidate,
-                               Origin, State, can_transition, candidate_id, geomean, id_sort_key,
-                               result_from_json, source_hash)
+                               Origin, State, can_transition, candidate_id, id_sort_key, result_from_json,
+                               source_hash)
+from population.outcomes import geomean
 
 
 def pending(**kw: object) -> Candidate:

@@ -9,7 +9,7 @@ synthetic landscape over each family's real parameter space, whose optimum is kn
 on one machine.
 
 - ``recorded.py`` — the recorded run as data (stage times, screen and failure counts by family,
-  timing noise) and how it is derived from a device-run folder (``scripts/sim_model.py``);
+  timing noise) and how it is derived from a device-run folder (``tools/sim_model.py``);
   ``h200-run-m.json`` is run m's.
 - ``landscape.py`` — per-case times of any candidate of a registered family: its parameters'
   distance from a seeded optimum, times the recorded seed times, with the recorded noise.

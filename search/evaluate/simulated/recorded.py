@@ -197,7 +197,7 @@ def derive(run_folder: Path, name: str) -> RecordedRun:
         "source": f"docs/device-runs/{run_folder.name}/runs.tgz (the run store), honesty-corrected.txt, env.txt",
         "runs.tgz sha256": _sha256(tgz), "honesty-corrected.txt sha256": _sha256(honesty),
         "environment": " | ".join(line.strip() for line in env.read_text(encoding="utf-8").splitlines() if line.strip()),
-        "derived by": "python scripts/sim_model.py (search.evaluate.simulated.recorded.derive)",
+        "derived by": "python tools/sim_model.py (search.evaluate.simulated.recorded.derive)",
     }
     return RecordedRun(
         name=name, provenance=provenance, evaluations=len(rows), wall_s=round(finished - started, 3),

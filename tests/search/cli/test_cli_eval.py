@@ -20,7 +20,7 @@ def qrsearch(*args, timeout=300):
 
 def test_verify_baseline_on_smoke_exits_zero_and_writes_json(tmp_path):
     out = tmp_path / "r.json"
-    proc = qrsearch("verify", BASELINE_PATH, "--suite", "smoke", "--json", out)
+    proc = qrsearch("verify", BASELINE_PATH, "--suite", "smoke", "--json-out", out)
     assert proc.returncode == 0, proc.stderr
     assert "45/45 cases passed" in proc.stdout
     data = json.loads(out.read_text())
@@ -30,7 +30,7 @@ def test_verify_baseline_on_smoke_exits_zero_and_writes_json(tmp_path):
 
 def test_bench_on_cpu_reports_speedup_and_cpu_timing(tmp_path):
     out = tmp_path / "b.json"
-    proc = qrsearch("bench", BASELINE_PATH, "--suite", "smoke-bench", "--json", out)
+    proc = qrsearch("bench", BASELINE_PATH, "--suite", "smoke-bench", "--json-out", out)
     assert proc.returncode == 0, proc.stderr
     assert "CPU timing" in proc.stdout and "speedup vs torch.geqrf" in proc.stdout
     data = json.loads(out.read_text())
@@ -89,7 +89,7 @@ def test_bench_of_some_cases_times_only_those(tmp_path):
     names = [c.name for c in get_suite("smoke-bench")][1:3]
     out = tmp_path / "r.json"
     proc = qrsearch("bench", BASELINE_PATH, "--suite", "smoke-bench", "--no-baseline", "--cases", ",".join(names),
-                    "--json", out)
+                    "--json-out", out)
     assert proc.returncode == 0, proc.stderr
     assert [c["name"] for c in json.loads(out.read_text())["cases"]] == names
     bad = qrsearch("bench", BASELINE_PATH, "--suite", "smoke-bench", "--cases", "dense-1x1-c0")
@@ -105,7 +105,7 @@ def test_bench_on_chosen_cpus_runs_and_bad_cpu_lists_are_usage_errors(tmp_path):
     out = tmp_path / "r.json"
     name = get_suite("smoke-bench")[0].name
     proc = qrsearch("bench", BASELINE_PATH, "--suite", "smoke-bench", "--cases", name,
-                    "--cpus", str(cpu), "--json", out)
+                    "--cpus", str(cpu), "--json-out", out)
     assert proc.returncode == 0, proc.stderr
     timed = json.loads(out.read_text())["cases"][0]
     assert timed["status"] == "ok" and timed["baseline_ms"] > 0  # torch.geqrf timed on those CPUs too
@@ -120,12 +120,12 @@ def test_bench_times_gpu_modes_way_when_asked_and_keeps_baselines_apart(tmp_path
 
     name = get_suite("smoke-bench")[0].name
     calls = tmp_path / "call.json"
-    proc = qrsearch("bench", BASELINE_PATH, "--suite", "smoke-bench", "--cases", name, "--json", calls)
+    proc = qrsearch("bench", BASELINE_PATH, "--suite", "smoke-bench", "--cases", name, "--json-out", calls)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(calls.read_text())["cases"][0]["timing"]["calls_per_region"] == 1
     gpumode = tmp_path / "gpumode.json"
     proc = qrsearch("bench", BASELINE_PATH, "--suite", "smoke-bench", "--cases", name, "--timing-region", "gpumode",
-                    "--json", gpumode)
+                    "--json-out", gpumode)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(gpumode.read_text())
     assert data["cases"][0]["timing"]["calls_per_region"] == 50 and data["cases"][0]["baseline_ms"] > 0

@@ -86,17 +86,29 @@ def test_bad_numbers_are_one_line_usage_errors_and_change_nothing(capsys, run_di
     assert (run_dir / "run.sqlite").read_bytes() == before  # resume --max-evals -3 ran no session
 
 
-@pytest.mark.parametrize("command", [["status"], ["champions"], ["lineage"], ["show", "{run}", "c1"],
-                                     ["report", "{run}", "-o", "{out}"], ["resume"]])
-def test_a_missing_run_directory_is_named_as_such(capsys, tmp_path, command):
-    missing = tmp_path / "no-such-run"
-    args = [a.format(run=missing, out=tmp_path / "r.html") for a in command]
-    if len(args) == 1:
-        args.append(str(missing))
-    code, _, err = run_cli(capsys, *args)
-    assert code == 1
-    assert "no such run directory" in err and "RunStore" not in err and "run.sqlite" not in err
-    assert not missing.exists()
+RUN_COMMANDS = [["status"], ["champions"], ["lineage"], ["show", "{run}", "c1"], ["report", "{run}", "-o", "{out}"],
+                ["export", "{run}", "-f", "householder_unblocked", "-o", "{out}"], ["resume"],
+                ["inject", "{run}", "{file}", "-f", "householder_unblocked"], ["note", "{run}", "c1", "text"],
+                ["recheck", "{run}", "c1"], ["promote", "{run}", "c1"], ["retire", "{run}", "c1"], ["pause"],
+                ["unpause"]]
+
+
+@pytest.mark.parametrize("command", RUN_COMMANDS)
+def test_a_missing_run_is_one_usage_error_in_one_wording(capsys, tmp_path, command):
+    candidate = tmp_path / "k.py"
+    candidate.write_text("def custom_kernel(A):\n    return A\n")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for missing in (tmp_path / "no-such-run", empty):
+        args = [a.format(run=missing, out=tmp_path / "r.html", file=candidate) for a in command]
+        if len(args) == 1:
+            args.append(str(missing))
+        code, _, err = run_cli(capsys, *args)
+        assert code == 2, err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and f"no run at {missing}" in lines[0], err
+        assert "RunStore" not in err and "Traceback" not in err
+    assert not (tmp_path / "no-such-run").exists() and list(empty.iterdir()) == []
 
 
 def test_read_only_commands_leave_no_sqlite_side_files(capsys, run_dir, tmp_path):

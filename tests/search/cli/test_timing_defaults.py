@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kernels.families import BASELINE_PATH
+from kernels.harness.job import CandidateJob
 from kernels.harness.results import SuiteReport
 from kernels.harness.settings import RunLimits, TimingPolicy
 from search.cli.app import app
@@ -20,9 +21,10 @@ def _captured(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> list[dict[str
     """Run a command with the harness replaced by a recorder of what it was asked to do."""
     calls: list[dict[str, Any]] = []
 
-    def fake_run(candidate: Path, cases: Any, **kwargs: Any) -> SuiteReport:
+    def fake_run(job: CandidateJob, hooks: Any) -> SuiteReport:
+        kwargs = {"suite": job.suite, "mode": job.mode, "policy": job.policy, "limits": job.limits}
         calls.append(kwargs)
-        return SuiteReport(candidate=str(candidate), suite=kwargs["suite"], mode=kwargs["mode"], device="cpu",
+        return SuiteReport(candidate=str(job.candidate), suite=kwargs["suite"], mode=kwargs["mode"], device="cpu",
                            device_name="cpu", versions={}, cases=[])
 
     # The commands import the harness when they run (so `qrsearch status` never loads torch).

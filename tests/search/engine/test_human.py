@@ -4,6 +4,7 @@ the loop from the store, with what it must change (and must not)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sqlite3
 
@@ -12,8 +13,9 @@ import pytest
 import kernels.families
 from kernels.params import render_params, structure_fingerprint
 from population.events import EventKind, EventWriter, new_event, read_outcomes
-from population.models import CaseOutcome, CaseStatus, EvalResult, Origin, State
+from population.models import CaseOutcome, CaseStatus, EvalResult, NewCandidate, Origin, State
 from population.run import Run
+from population.store import RunStore
 from search.config import EvaluationConfig, FamilySpec, FocusConfig, MaturationSettings, MutationMix, RunConfig
 from search.evaluate.driver import create_run
 from search.engine.loop import SearchLoop
@@ -227,7 +229,7 @@ def focus_judge(request):
         if c.name == "dense-4x32-c1" and params.get("warps") == 16:
             ms = 1.5
         cases.append(CaseOutcome(case=c.name, status=CaseStatus.OK, median_ms=ms, min_ms=ms, max_ms=ms, count=3))
-    from population.models import geomean
+    from population.outcomes import geomean
     from search.evaluate.worker import EvalOutcome
 
     result = EvalResult(candidate_id=request.candidate_id, cases=tuple(cases),
@@ -321,12 +323,14 @@ def test_commands_on_a_stopped_run_validate_record_and_show(tmp_path, families):
     assert f"candidate {champion}, the family champion" in out
     data = json.loads(cli("note", run_dir, champion, "looks launch-bound", "--json"))
     assert data["event"]["kind"] == "note" and data["running"] is False
-    cli("inject", run_dir, good, "--family", "toy", "--note", "contiguous first")
+    out = cli("inject", run_dir, good, "--family", "toy", "--note", "contiguous first")
+    assert re.match(r"candidate c\d+: injected into toy by .*; first when the run resumes", out), out
     cli("retire", run_dir, other, "--note", "dead end")
     cli("recheck", run_dir, champion)
     cli("pause", run_dir)
     status = json.loads(cli("status", run_dir, "--json"))
-    assert status["human"]["paused"] is True and status["human"]["unapplied"] == 7
+    # The inject is applied at once (its candidate waits, pending); the other six wait for a resume.
+    assert status["human"]["paused"] is True and status["human"]["unapplied"] == 6
     cli("unpause", run_dir)
     shown = json.loads(cli("show", run_dir, champion, "--json"))
     kinds = [e["kind"] for e in shown["human"]["events"]]
@@ -337,6 +341,34 @@ def test_commands_on_a_stopped_run_validate_record_and_show(tmp_path, families):
     html = (tmp_path / "r" / "report.html").read_text()
     assert "The engineer in the loop" in html and "looks launch-bound" in html and "changed my mind" in html
     assert not failed
+
+
+def test_inject_on_a_stopped_run_returns_the_id_and_the_resume_runs_it_first_and_once(tmp_path, families):
+    cfg = config(tmp_path)
+    loop = make_loop(cfg, families, max_evals=6)
+    loop.run_until_done()
+    waiting = render_params(TOY_SOURCE, {"block": 32, "warps": 8, "stages": 2})  # older, and still pending
+    loop.run.add_candidate(NewCandidate(family="toy", origin=Origin.SEED, source=waiting, params=read_params(waiting),
+                                        fingerprint=structure_fingerprint(waiting)))
+    loop.run.close()
+    good = tmp_path / "good.py"
+    good.write_text(INJECTED)
+    data = json.loads(cli("inject", cfg.run_dir, good, "--family", "toy", "--json"))
+    cid = data["candidate_id"]
+    assert cid and data["running"] is False and data["applies"].startswith("first when the run resumes")
+    with RunStore.open(cfg.run_dir, readonly=True) as store:
+        cand = store.get_candidate(cid)
+        assert cand.state is State.PENDING and cand.origin is Origin.HUMAN
+        assert read_outcomes(store.connection)[data["event"]["seq"]].candidate_id == cid
+    run = Run.open(cfg.run_dir)
+    again = make_loop(cfg, families, run=run, max_evals=8)
+    again.start()
+    again.step(timeout=0)
+    assert again.pool.submitted[0] == cid  # the engineer's candidate goes first
+    again.run_until_done()
+    assert [c.id for c in run.store.list_candidates(origin=Origin.HUMAN)] == [cid]  # not injected a second time
+    assert run.store.get_candidate(cid).state is State.VERIFIED
+    run.close()
 
 
 def test_a_malformed_event_is_refused_and_the_run_goes_on(tmp_path, families):

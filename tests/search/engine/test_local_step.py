@@ -7,7 +7,7 @@ import random
 import optuna
 import pytest
 
-from kernels.families.spaces import BlockedWYSpace, LookaheadSplitSpace
+from kernels.families import FAMILIES
 from kernels.params import Choice, FloatRange, IntRange, structure_fingerprint
 from population.models import Origin, State
 from search.config import MutationMix
@@ -16,6 +16,8 @@ from search.engine.proposer import OPERATOR_KEY
 from search.engine.tuning import TRIAL_ATTR_CANDIDATE
 from tests.search.engine.test_loop import config, families, make_loop  # noqa: F401 - the fixture
 from tests.search.fakes import TOY_SOURCE, ToySpace
+
+BlockedWYSpace, LookaheadSplitSpace = FAMILIES["blocked_wy"].space, FAMILIES["lookahead_split"].space
 
 
 def test_neighbours_are_the_adjacent_values_of_each_kind_of_dimension():

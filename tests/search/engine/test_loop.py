@@ -195,6 +195,22 @@ def test_bad_llm_answers_are_rejected_with_reasons_and_the_search_goes_on(tmp_pa
     assert any("does not occur" in p or "no SEARCH/REPLACE" in p for p in later)
 
 
+def test_an_endpoint_that_keeps_failing_is_logged_with_a_count_not_once_per_call(tmp_path, families):
+    def respond(messages):
+        return LLMError("fake: cannot reach http://127.0.0.1:9/v1: Connection refused")
+
+    cfg = config(tmp_path, mutation=MutationMix({"llm_edit": 1.0, "optuna_step": 0.5, "param_crossover": 0.0,
+                                                 "llm_merge": 0.0}))
+    loop = make_loop(cfg, families, llm=FakeLLMPool(respond), max_evals=15)
+    loop.run_until_done()
+    failed = [line for line in loop.logs if line.startswith("LLM call failed")]
+    errors = loop.stats.llm_errors
+    assert errors >= 4, errors
+    assert len(failed) == errors.bit_length() < errors  # the 1st, 2nd, 4th, 8th, ... failure in a row
+    assert failed[0] == "LLM call failed: fake: cannot reach http://127.0.0.1:9/v1: Connection refused"
+    assert failed[-1].startswith(f"LLM call failed {1 << (errors.bit_length() - 1)} times in a row: fake: cannot reach")
+
+
 def test_llm_token_budget_turns_llm_off(tmp_path, families):
     from search.config import BudgetConfig
 

@@ -70,7 +70,7 @@ def test_a_new_operator_is_one_module_and_one_registry_line(tmp_path, families, 
 def test_unknown_operator_is_a_one_line_config_error():
     with pytest.raises(ConfigError) as info:
         RunConfig.from_yaml_text("mutation: {optuna_step: 1, toy_stages: 1}", "run.yaml")
-    assert "mutation: Value error, unknown mutation operator 'toy_stages'; registered: optuna_step," in str(info.value)
+    assert "mutation: unknown mutation operator 'toy_stages'; registered: optuna_step," in str(info.value)
 
 
 def test_old_keys_map_onto_the_operators_with_a_warning():

@@ -197,3 +197,19 @@ def test_steady_space_tpe_asks_what_optunas_tpe_asks():
 
     kwargs = dict(seed=11, multivariate=True, constant_liar=True, n_startup_trials=5)
     assert asks(SteadySpaceTPE(**kwargs)) == asks(optuna.samplers.TPESampler(**kwargs))
+
+
+def test_every_study_names_its_metric_for_the_dashboard(tmp_path):
+    """optuna-dashboard reads the journal; a study without metric names shows "Objective 0"."""
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    tuner = Tuner(tmp_path / "j.log", seed=1)
+    for fp, parent in (("fp1", "c0"), ("fp2", "c1")):
+        asked = tuner.ask("fam", fp, Space, DEFAULTS, parent_id=parent, parent_value=2.0)
+        tuner.bind(asked, f"child-of-{parent}")  # the journal is written when the driver binds
+    storage = JournalStorage(JournalFileBackend(str(tmp_path / "j.log")))  # as the dashboard opens it
+    names = {s.study_name: s for s in optuna.get_all_study_summaries(storage)}
+    assert set(names) == {"fam:fp1", "fam:fp2"}
+    for name in names:
+        assert optuna.load_study(study_name=name, storage=storage).metric_names == ["geomean_ms"]

@@ -142,7 +142,7 @@ def test_a_worker_compiles_announced_candidates_ahead_under_the_interpreter(tmp_
     """The evaluator's side: prefetch starts the compile, evaluate waits for it, reports it,
     and times on the timing CPUs; a candidate nobody announced is compiled by the JIT as before."""
     from kernels.families import get_family
-    from kernels.harness.runner import ChildProcess
+    from kernels.harness.process import ChildProcess
     from kernels.suites import Case, get_suite
     from population.models import State
     from search.evaluate.worker import EvalRequest, Worker
@@ -456,11 +456,11 @@ def test_a_worker_times_long_cases_with_compiles_going_and_stops_them_for_the_sh
     timed: list[tuple[list[str], bool]] = []
     real = worker_module.run_candidate
 
-    def recording(path, cases, **kw):
-        if kw.get("mode") != "bench":
-            return real(path, cases, **kw)
+    def recording(job, hooks):
+        if job.mode != "bench":
+            return real(job, hooks)
         # Whether compiles stood still in each timed region (the job's turns stop them).
-        turns, paused = kw["turns"], []
+        turns, paused = hooks.turns, []
         real_acquire = turns.acquire
 
         def acquire() -> float:
@@ -469,9 +469,9 @@ def test_a_worker_times_long_cases_with_compiles_going_and_stops_them_for_the_sh
             return waited
 
         turns.acquire = acquire
-        report = real(path, cases, **kw)
+        report = real(job, hooks)
         assert paused and len(set(paused)) == 1 and not sched._paused  # every region alike, restarted after
-        timed.append(([c.name for c in cases], paused[0]))
+        timed.append(([c.name for c in job.cases], paused[0]))
         return report
 
     monkeypatch.setattr(worker_module, "run_candidate", recording)

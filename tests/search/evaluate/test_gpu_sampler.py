@@ -11,7 +11,7 @@ import pytest
 
 from search.evaluate.gpu_sampler import GpuSampler, read_series
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tools"))
 
 
 class FakeNvml:

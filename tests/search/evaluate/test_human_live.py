@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -112,8 +113,10 @@ class Engineer(threading.Thread):
         hand = self.tmp / "hand.py"
         hand.write_text(HAND_WRITTEN)
         out = qrsearch("inject", self.run_dir, hand, "--family", "toy", "--note", "a third of the pause")
-        seq = int(out.split("#")[1].split(":")[0])
-        injected = self.outcome(seq).candidate_id
+        said = re.search(r"candidate (c\d+): injected into toy by .* \(event #(\d+)\); next in line", out)
+        assert said, out  # a running driver gives the id within seconds, and the command says it
+        injected = self.outcome(int(said[2])).candidate_id
+        assert injected == said[1]
         f["paused_state"] = self.read(lambda s: (s.get_candidate(injected).state, evals(s)))
         f["paused_at"] = paused_at
         from search.cli.run import run_status

@@ -95,13 +95,13 @@ def test_spare_children_are_replaced_after_each_use(worker):
 
 
 def test_no_child_starts_while_a_candidate_is_timed(tmp_path, monkeypatch):
-    import kernels.harness.runner as runner_module
+    import kernels.harness.process as process_module
     import search.evaluate.children as children_module
     import search.evaluate.worker as worker_module
 
     started, inits, stage = [], [], {"now": "idle"}
     real_child, real_run = children_module.ChildProcess, worker_module.run_candidate
-    real_init = runner_module.ChildProcess.init
+    real_init = process_module.ChildProcess.init
 
     def counting_child(*args, **kwargs):
         started.append((stage["now"], kwargs.get("staged", False)))
@@ -112,15 +112,15 @@ def test_no_child_starts_while_a_candidate_is_timed(tmp_path, monkeypatch):
         inits.append((stage["now"], state.readers > 0 or state.writer, state.writer))
         return real_init(self)
 
-    def tracking_run(*args, **kwargs):
-        stage["now"] = kwargs.get("mode", "verify")
+    def tracking_run(job, *args, **kwargs):
+        stage["now"] = job.mode
         try:
-            return real_run(*args, **kwargs)
+            return real_run(job, *args, **kwargs)
         finally:
             stage["now"] = "idle"
 
     monkeypatch.setattr(children_module, "ChildProcess", counting_child)
-    monkeypatch.setattr(runner_module, "ChildProcess", counting_child)
+    monkeypatch.setattr(process_module, "ChildProcess", counting_child)
     monkeypatch.setattr(real_child, "init", recording_init)
     monkeypatch.setattr(worker_module, "run_candidate", tracking_run)
     worker = Worker(tmp_path / "work", name="cpu0")  # its spares start under the recorders
@@ -153,19 +153,19 @@ def test_children_of_one_structure_share_processes_and_a_crash_blames_only_its_c
     """Lever 4 of the throughput issue: children that differ only in PARAMS run through the same
     processes (no start-up, nothing to wait for before timing); the child that crashes in one
     is the only one blamed, and the next one runs normally."""
-    import kernels.harness.runner as runner_module
+    import kernels.harness.process as process_module
     import search.evaluate.children as children_module
     from tests.kernels.test_reuse import TEMPLATE
 
     starts: list[str] = []
-    real_child = runner_module.ChildProcess
+    real_child = process_module.ChildProcess
 
     def counting_child(*args, **kwargs):
         starts.append("start")
         return real_child(*args, **kwargs)
 
     monkeypatch.setattr(children_module, "ChildProcess", counting_child)
-    monkeypatch.setattr(runner_module, "ChildProcess", counting_child)
+    monkeypatch.setattr(process_module, "ChildProcess", counting_child)
     w = Worker(tmp_path / "work", name="cpu0")
     try:
         def child(cid: str, crash: int = 0):

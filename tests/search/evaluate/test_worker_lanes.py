@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from kernels.harness.runner import ChildProcess
+from kernels.harness.process import ChildProcess
+from kernels.harness.protocol import ChildMessage, Unreadable
 from kernels.harness.settings import RunLimits, TimingPolicy
 from kernels.suites import Case
 from population.models import State
@@ -83,15 +84,15 @@ def recording_child(record: Record) -> type[ChildProcess]:
             self._inited = True
             super().init()
 
-        def next_message(self, deadline: float) -> dict | None:
+        def next_message(self, deadline: float) -> ChildMessage | Unreadable | None:
             message = super().next_message(deadline)
             now = time.monotonic()
-            loaded = message is not None and message.get("type") == "loaded"
+            loaded = message is not None and message.type == "loaded"
             if not self._heard and not loaded:  # warm, or the end of its stream: the start is over
                 self._heard = True
                 if self._inited or not self.staged:  # a spare never told to init made no context
                     record.add(record.starts, (*self._spawned, now, self.proc.pid))
-            if message is not None and message.get("type") == "done":
+            if message is not None and message.type == "done":
                 record.add(record.jobs[self.proc.pid], (now, "done", None))
             return message
 
@@ -156,13 +157,13 @@ def lanes_worker(tmp_path, monkeypatch):
                 record.add(where, (threading.get_ident(), began, time.monotonic()))
         return wrapped
 
-    def bench(*args: Any, **kwargs: Any) -> Any:
-        assert kwargs.get("mode") == "bench"
-        if kwargs.get("turns") is None:
+    def bench(job: Any, hooks: Any) -> Any:
+        assert job.mode == "bench"
+        if hooks.turns is None:
             assert worker.gate.state().writer, "a bench job ran without the exclusive hold"
         else:
             assert not worker.gate.state().writer, "a bench job with turns began exclusive"
-        return timed("bench", record.bench, real_run)(*args, **kwargs)
+        return timed("bench", record.bench, real_run)(job, hooks)
 
     real_acquire, real_release = RegionTurns.acquire, RegionTurns.release
     granted: dict[int, float] = {}

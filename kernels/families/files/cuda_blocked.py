@@ -1,0 +1,1439 @@
+"""cuda_blocked: blocked Householder QR whose panels are a CUDA C++ kernel (built with
+torch.utils.cpp_extension.load_inline) and whose trailing updates are, per size class of n,
+cuBLAS FP32 GEMMs through torch.bmm or a Triton kernel of split tensor-core products
+(PARAMS update_*).
+
+For each panel of nb columns (rows k..n), one thread block per matrix loads the panel
+into registers through shared memory (coalesced), with row i on lane i % 32 of every warp
+and column j on warp j % W, so every reduction a column needs is a warp shuffle and each
+column costs one __syncthreads (the reflector v is published in shared memory, double
+buffered; the warp owning column c+1 builds reflector c+1 while the others still apply
+reflector c; all of a warp's columns are reduced in one straight-line butterfly).  The
+same dots give G = VᵀV one column at a time (the new reflector with the warp's finished
+columns), then each thread builds one row of T by LAPACK's slarft recurrence.  The kernel
+writes the panel of H, tau, Vᵀ (explicit, zeros above the diagonal and ones on it) and T,
+into windows of its block's buffers.  Panels are grouped into blocks (PARAMS block_*): a
+block is split in halves down to panels, the left half's reflector applied to the right
+half and the two T merged, T = [[T1, -T1 V1ᵀV2 T2], [0, T2]].  Then, for the rest of the
+matrix C = H[:, k:, k+block:], with K = the block width (wider blocks: fewer passes over
+the matrix):
+
+    W = Vᵀ C     (torch.bmm)      W = Tᵀ W     (torch.bmm)      C -= V W     (baddbmm_, in place)
+
+in exact FP32 (PARAMS update_* = "fp32"; torch's default keeps TF32 off for matmuls), or one
+Triton kernel per update (update_* = "tf32x3" or "bf16x3"), a program per matrix and
+apply_bn-column tile of C: W = VᵀC over apply_bm-row blocks of C, then C -= V·(TᵀW) over
+them again, C's tile read twice and written once, every product on the tensor cores as three
+products of split operands (x = hi + lo; hi·hi + hi·lo + lo·hi accumulated in FP32).  With
+TF32 halves a product keeps about 2^-21 of relative accuracy, with bf16 halves (twice the
+tensor-core rate) about 2^-16; plain TF32 (2^-11) failed the residual gate at n = 512.  The
+defaults are bf16 halves for n >= 512: on an H200 every qrv2-tests case passed with at most
+0.45 of the gate's 20 at 512 <= n <= 1024, faster than cuBLAS FP32
+(kernels/BENCHMARKS.md#tensor-core-block-updates); below n = 512 the gate is tighter (it
+scales with n) and CPU-emulated mixed inputs at n = 97 reached 10 of 20, so smaller n keep
+FP32.
+
+The first block reads the input and writes H (its panels and the update of the rest of the matrix
+cover every element), so H is allocated, not copied from A (0.32 of 6 ms at 640x512).  Panels of at
+most 512 rows and 32 columns, when there are more matrices than SMs (a launch in waves), run as 8
+warps of four columns with registers capped for two blocks an SM, so one block's per-column latency
+overlaps another's (640x512 panels 2.12 -> 1.70 ms on an H200).  The warp that builds the next
+reflector works on its slot of the register tile in place (a copy of the step per slot) where
+registers allow, instead of selecting the column out and back: at 60x1024 the selects spilled
+(panels 2.27 -> 1.63 ms without them), at 640x512 they cost 1.70 -> 1.54 ms
+(kernels/BENCHMARKS.md#panels-two-to-an-sm).
+
+Reflectors follow LAPACK slarfg (beta = -sign(alpha)·‖x‖, tau = 0 for a zero tail), the
+norm rescaled by max|x| when its square would under- or overflow.  With
+PARAMS["graph"] the whole factorisation of one shape is captured once as a CUDA graph
+and replayed (input copied in, outputs cloned out), which removes the host's launch
+work (a few launches per panel) from every later call: by default for n <= 384 (40x352: 1.98 ms
+eager, 0.78 replayed) and 512 < n <= 1024, where a call's 175 launches made 60x1024 host-bound in
+some processes (5.6-6.8 ms eager, 5.5-5.6 replayed); not at 640x512, where the device is the bound
+and the replay's copy in and clone out would cost 0.6 ms.
+
+Panels of up to 384 rows are 64 columns wide (in blocks of 64) by default and of up to 512 rows
+32 (PARAMS: at 640x512 panels of 32 in blocks of 64 ran 12% faster than 64 in 128, at 40x352
+1.8x slower), up to 1024 rows 32 or 16, up to 2048 rows 16 or 8, up to 4096 rows 8: a block's
+registers hold the panel.  Above n = 1024 (PARAMS panel_gt1024 = "cholqr2", and where
+panel_le512 / panel_le1024 ask for it below) a panel is 32 columns of Cholesky QR twice instead: the
+Grams in float64 over row chunks of 64 (many blocks a matrix, summed by atomics), the 32x32 Cholesky
+factors, their inverses, and the Householder reconstruction (Ballard et al. 2014: Q1 - S = L U with
+the signs S chosen per step, V = [L; Q2 U^-1], R_H = S R, T = -U S L^-T) on one block of 1024
+threads holding an element each, then V's rows below the top block over the chunks again.  A matrix
+whose panel is nearly dependent (a pivot under 1e-12 of its column's square norm, or Q1ᵀQ1 more than
+0.1 from I) is flagged and factored column by column by a fallback kernel, so the path is exact for
+every input, whatever the rest of the batch holds.  The block merges' V1ᵀV2 over 1024 rows or more
+is split over those rows by a CUDA kernel (cuBLAS ran the long, thin product on a few blocks).  Above
+n = 1024 the residual gate is 20·n·eps32 (4.9e-3 at 2048) and every stress profile passed at 2048 and
+4096 on an H200: the wide updates are the Triton kernel's bf16x3 products by default (PARAMS
+update_gt1024), and the narrow ones (at most narrow_cols_gt1024 columns) compute VᵀC split over the
+rows and C -= V·(TᵀW) by row chunks, in exact FP32 on the CUDA cores (narrow_gt1024 = "split";
+kernels/BENCHMARKS.md#tall-cholesky-qr-leaves).  Above n = 1024 the factorisation is a few thousand
+launches, so it is replayed as a CUDA graph (PARAMS["graph_gt1024"]).  Above PARAMS["max_n"] (or
+without CUDA) the file calls torch.geqrf.  The build is cached by a hash of the source and target
+in TORCH_EXTENSIONS_DIR (first call on a new source: about a minute of nvcc).
+
+Meant for moderate and large n with enough matrices to fill the GPU (640x512, 60x1024) and for
+the tall cases (8x2048, 2x4096).  Where a 640x512 call's device time goes: the Triton bf16x3
+updates and the panels about equally; publishing reflectors with flags instead of the per-column
+barrier, and an update holding C's tile in shared memory (wmma), were measured slower.  Measured
+times: kernels/BENCHMARKS.md.
+"""
+import hashlib
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+# qrsearch: params
+PARAMS = {
+    'max_n': 4096,
+    'nb_le384': 64,
+    'block_le384': 64,
+    'nb_le512': 32,
+    'block_le512': 64,
+    'nb_le1024': 32,
+    'block_le1024': 64,
+    'nb_le2048': 16,
+    'block_gt1024': 128,
+    'warps_nb32': 8,
+    'warps_nb32_few': 16,
+    'panel_min_blocks': 2,
+    'panel_min_blocks_le256': 2,
+    'graph': False,
+    'graph_le384': True,
+    'graph_le1024': True,
+    'graph_gt1024': True,
+    'update_lt512': 'fp32',
+    'update_le1024': 'bf16x3',
+    'update_gt1024': 'bf16x3',
+    'apply_bn': 64,
+    'apply_bm': 64,
+    'apply_warps_le512': 4,
+    'apply_warps_le1024': 4,
+    'apply_warps_gt1024': 8,
+    'apply_stages': 3,
+    'panel_le512': 'householder',
+    'panel_le1024': 'householder',
+    'panel_gt1024': 'cholqr2',
+    'cholqr_min_rows': 256,
+    'cross_min_rows': 1024,
+    'narrow_gt1024': 'split',
+    'narrow_cols_gt1024': 256,
+}
+# qrsearch: end params
+
+# What a tuner may give each PARAMS key (the values above are the defaults).  For n ≤ 384, ≤ 512,
+# ≤ 1024 and above: the panel width the CUDA kernel factors (nb_*; 8 above 2048 rows) and the block
+# width (block_*, a multiple of it: the trailing update's K; a block is split in halves down to
+# panels, each half's reflector applied to the other by GEMMs).  The warps of a 32-wide panel (8
+# warps of four columns, 16 of two or 32 of one; panels of more than 512 rows always use 16) and
+# the blocks per SM its registers are capped for.  Whether one shape's factorisation is captured
+# once as a CUDA graph and replayed.  max_n, above which the file calls torch.geqrf.  How the block
+# updates run for n < 512, 512 ≤ n ≤ 1024 and above (update_*): cuBLAS FP32, or the Triton kernel
+# of split TF32 or bf16 tensor-core products (three per product, FP32 accumulation) whose programs
+# own apply_bn columns and walk apply_bm rows at a time, in apply_warps_* warps; above n = 1024,
+# where the residual gate is 20·n·eps32 (4.9e-3 at 2048), one plain TF32 product is a choice too,
+# which the verifier keeps or rejects.
+# qrsearch: space
+SPACE = {
+    "max_n": [512, 1024, 2048, 4096],
+    # n ≤ 384 and 384 < n ≤ 512 apart: at 640x512 panels of 32 in blocks of 64 were 12% faster
+    # than 64 in 128 in every process, at 40x352 1.8x slower
+    # (kernels/BENCHMARKS.md#ten-minute-search-two-lanes).
+    "nb_le384": [16, 32, 64],
+    # 64 with the n ≤ 384 graph: 40x352 0.855 -> 0.777 ms, 40x176 0.307 -> 0.281, one process
+    # (kernels/BENCHMARKS.md#panels-two-to-an-sm)
+    "block_le384": [16, 32, 64, 128, 256],
+    "nb_le512": [16, 32, 64],
+    "block_le512": [16, 32, 64, 128, 256],
+    "nb_le1024": [16, 32],
+    "block_le1024": [16, 32, 64, 128, 256],
+    "nb_le2048": [8, 16],
+    "block_gt1024": [32, 64, 128, 256],
+    # The 32-wide panel kernel of at most 512 rows: its warps and the blocks per SM its registers
+    # are capped for when there are more matrices than SMs (a launch in waves: 8 warps, 2 blocks
+    # an SM took the 640x512 panels from 2.12 to 1.70 ms), and its warps with fewer.
+    "warps_nb32": [8, 16, 32],
+    "panel_min_blocks": [1, 2],
+    # the same for panels of at most 256 rows (8 warps: up to 4 blocks an SM without spilling)
+    "panel_min_blocks_le256": [1, 2, 4],
+    "warps_nb32_few": [8, 16, 32],
+    # graph: every n; graph_le384, graph_le1024, graph_gt1024: n ≤ 384, 512 < n ≤ 1024, above.
+    # n ≤ 384 with few matrices is host-bound (40x352 1.98 ms eager, 0.86 replayed);
+    # at 640x512 the replay's copy in and clone out would cost more than the launches.
+    "graph": [False, True],
+    "graph_le384": [False, True],
+    # 60x1024 (175 launches a call) was host-bound in some processes (5.6-6.8 ms); replayed, 5.5-5.6.
+    "graph_le1024": [False, True],
+    "graph_gt1024": [False, True],
+    "update_lt512": ["fp32", "tf32x3", "bf16x3"],
+    "update_le1024": ["fp32", "tf32x3", "bf16x3"],
+    "update_gt1024": ["fp32", "tf32", "tf32x3", "bf16x3"],
+    # 64 after the panel and input changes: 640x512 -4%, 60x1024 -2% against 32, one process
+    "apply_bn": [32, 64, 128],
+    "apply_bm": [32, 64, 128],
+    # Warps of the update kernel for n ≤ 512, 512 < n ≤ 1024 and above: at 640x512 (bf16x3) 4 warps
+    # timed 7.05-7.10 ms against 8 warps' 8.0-8.1 (kernels/BENCHMARKS.md#apply-warps-ab), while two
+    # 60x1024 cases went 17% slower with 64-wide tiles and 2 stages; with 32-wide tiles and 3 stages
+    # 4 warps are faster at 60x1024 too (B/A 0.90-0.92, kernels/BENCHMARKS.md#search-winners-as-defaults).
+    "apply_warps_le512": [4, 8],
+    "apply_warps_le1024": [4, 8],
+    "apply_warps_gt1024": [4, 8],
+    "apply_stages": [1, 2, 3],
+    # The panel algorithm per size class (n ≤ 512, ≤ 1024, above); above 1024 with cholqr2 the
+    # leaves are 32 wide whatever nb_le2048 says.  Cholesky QR leaves of fewer than cholqr_min_rows
+    # rows use the register kernel.  A block merge's V1ᵀV2 over at least cross_min_rows rows is split
+    # over those rows by a CUDA kernel instead of one cuBLAS product (40 µs a merge at 2x4096).
+    "panel_le512": ["householder", "cholqr2"],
+    "panel_le1024": ["householder", "cholqr2"],
+    "panel_gt1024": ["householder", "cholqr2"],
+    "cholqr_min_rows": [64, 128, 256, 512, 1024],
+    "cross_min_rows": [256, 512, 1024, 4096],
+    # Updates of at most narrow_cols_gt1024 columns above n = 1024 (inside a block, and the last
+    # ones): "split" computes VᵀC split over the rows and C -= V·(TᵀW) by row chunks in exact FP32 on
+    # the CUDA cores (V at most 64 wide; wider ones take cuBLAS FP32), "fp32" is cuBLAS (a few blocks
+    # for these long, thin products), "tf32" the Triton kernel (a program per column tile).
+    "narrow_gt1024": ["split", "fp32", "tf32"],
+    "narrow_cols_gt1024": [0, 128, 256, 512],
+}
+# qrsearch: end space
+
+# The interpreter's dot mishandles bf16 operands: there the split halves are multiplied as
+# float32, which is the same arithmetic (a product of two bf16 values is exact in float32).
+_EMULATE = tl.constexpr(os.environ.get("TRITON_INTERPRET") == "1")
+
+
+@triton.jit
+def _split(x):
+    """x = hi + lo with hi and lo bf16 (lo carries the next 8 bits of x's mantissa)."""
+    hi = x.to(tl.bfloat16)
+    lo = (x - hi.to(tl.float32)).to(tl.bfloat16)
+    if _EMULATE:
+        return hi.to(tl.float32), lo.to(tl.float32)
+    return hi, lo
+
+
+@triton.jit
+def _dot3(a, b, acc):
+    """acc + a·b to about 2^-16 relative per product: three bf16 tensor-core products."""
+    ah, al = _split(a)
+    bh, bl = _split(b)
+    acc = tl.dot(al, bh, acc, input_precision="ieee")
+    acc = tl.dot(ah, bl, acc, input_precision="ieee")
+    return tl.dot(ah, bh, acc, input_precision="ieee")
+
+
+@triton.jit
+def _mma(a, b, acc, PREC: tl.constexpr):
+    if PREC == "bf16x3":
+        return _dot3(a, b, acc)
+    return tl.dot(a, b, acc, input_precision=PREC)
+
+
+@triton.jit
+def _apply_kernel(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_,
+                  KP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
+                  PREC: tl.constexpr):
+    """One matrix's columns j·BN.. of C (m rows, scr apart, unit column stride) <- (I - V T Vᵀ)ᵀ S,
+    with VT = Vᵀ (width x m, rows svr apart) and T (width x width, rows str_ apart); S is C, or the
+    input laid out as C where C does not hold it yet."""
+    # Tiles of one matrix are neighbours in launch order, so its Vᵀ (read by every tile, twice)
+    # stays in L2 between them instead of coming from memory once per tile.
+    b = tl.program_id(1).to(tl.int64)
+    cols = tl.program_id(0) * BN + tl.arange(0, BN)
+    ks = tl.arange(0, KP)
+    c_ptr = C + b * scb
+    s_ptr = S + b * scb
+    v_ptr = VT + b * svb
+    kmask = ks < width
+    W = tl.zeros([KP, BN], dtype=tl.float32)
+    for r0 in tl.range(0, m, BM, num_stages=STAGES):
+        rows = r0 + tl.arange(0, BM)
+        cm = (rows[:, None] < m) & (cols[None, :] < ncols)
+        c = tl.load(s_ptr + rows[:, None] * scr + cols[None, :], mask=cm, other=0.0)
+        vt = tl.load(v_ptr + ks[:, None] * svr + rows[None, :], mask=kmask[:, None] & (rows[None, :] < m), other=0.0)
+        W = _mma(vt, c, W, PREC)
+    tt = tl.load(T + b * stb + ks[None, :] * str_ + ks[:, None], mask=kmask[:, None] & kmask[None, :], other=0.0)
+    W2 = -_mma(tt, W, tl.zeros([KP, BN], dtype=tl.float32), PREC)  # -(Tᵀ W)
+    for r0 in tl.range(0, m, BM, num_stages=STAGES):
+        rows = r0 + tl.arange(0, BM)
+        cm = (rows[:, None] < m) & (cols[None, :] < ncols)
+        c = tl.load(s_ptr + rows[:, None] * scr + cols[None, :], mask=cm, other=0.0)
+        v = tl.load(v_ptr + ks[None, :] * svr + rows[:, None], mask=kmask[None, :] & (rows[:, None] < m), other=0.0)
+        c = _mma(v, W2, c, PREC)
+        tl.store(c_ptr + rows[:, None] * scr + cols[None, :], c, mask=cm)
+
+
+# Device code (CUDA runtime only: it compiles without torch's headers).
+_DEVICE_SOURCE = r"""
+
+constexpr unsigned FULL = 0xffffffffu;
+
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(FULL, x, o);
+    return x;
+}
+
+__device__ __forceinline__ float warp_max(float x) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(FULL, x, o));
+    return x;
+}
+
+// The published reflector as this lane sees it (its rows lane + 32 s) is either copied into
+// a register array (float[RPL]) or, where the panel's own registers need them all (32 rows
+// per lane), read from shared memory through this view.  (A struct holding the array made the
+// compiler keep it in local memory.)
+struct SharedReflector {
+    const float* p;  // vbuf + lane: element s is at p[32 s]
+    __device__ __forceinline__ float operator[](int s) const { return p[32 * s]; }
+};
+
+// d[t] = vᵀ reg[t] for every column this warp holds, all reduced together.  Straight-line on
+// purpose: each butterfly level issues every column's shuffle back to back, so their
+// latencies overlap (a branch per column made the compiler run them one after the other).
+// For a finished column (j < c) the dot is G[j][c] = v_jᵀ v_c (its rows from c on hold v_j);
+// for a column right of c it is what the reflector needs.  Rows above c hold v = 0.
+template <int RPL, int CPW, class V>
+__device__ __forceinline__ void dots(const float (&reg)[CPW][RPL], const V& v, float (&d)[CPW]) {
+#pragma unroll
+    for (int t = 0; t < CPW; ++t) {
+        float x = 0.f;
+#pragma unroll
+        for (int s = 0; s < RPL; ++s) x = fmaf(v[s], reg[t][s], x);
+        d[t] = x;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+        for (int t = 0; t < CPW; ++t) d[t] += __shfl_xor_sync(FULL, d[t], o);
+}
+
+// col <- col - f v: the reflector applied once its dot is known (f = 0 leaves col as it is).
+template <int RPL, class V>
+__device__ __forceinline__ void update(float (&col)[RPL], const V& v, float f) {
+#pragma unroll
+    for (int s = 0; s < RPL; ++s) col[s] = fmaf(-f, v[s], col[s]);
+}
+
+// Reflector of panel column c (rows c..m-1, held by this warp): publish v and tau, and
+// leave the column as H holds it (beta on the diagonal, v below).
+template <int RPL>
+__device__ __forceinline__ void reflect(float (&col)[RPL], int c, int m, int lane, float* vout, float* tauout,
+                                        float* tau_all) {
+    float tail2 = 0.f, mine = 0.f;
+#pragma unroll
+    for (int s = 0; s < RPL; ++s) {
+        const int i = lane + 32 * s;
+        if (i > c && i < m) tail2 = fmaf(col[s], col[s], tail2);
+        // Arithmetic, not a select: the compiler turned "s == c / 32 ? col[s]" into an indexed
+        // load and moved the column to local memory for it.
+        mine = fmaf(col[s], s == (c >> 5) ? 1.f : 0.f, mine);
+    }
+    tail2 = warp_sum(tail2);
+    const float alpha = __shfl_sync(FULL, mine, c & 31);
+    float nrm = sqrtf(alpha * alpha + tail2);
+    bool has = tail2 > 0.f;
+    if (tail2 < 1e-30f || tail2 > 1e30f || fabsf(alpha) > 1e15f) {  // rare, and warp-uniform
+        float amax = 0.f;
+#pragma unroll
+        for (int s = 0; s < RPL; ++s) {
+            const int i = lane + 32 * s;
+            if (i > c && i < m) amax = fmaxf(amax, fabsf(col[s]));
+        }
+        amax = warp_max(amax);
+        has = amax > 0.f;
+        if (has) {
+            const float scale = 1.f / amax;
+            float t2 = 0.f;
+#pragma unroll
+            for (int s = 0; s < RPL; ++s) {
+                const int i = lane + 32 * s;
+                if (i > c && i < m) {
+                    const float y = col[s] * scale;
+                    t2 = fmaf(y, y, t2);
+                }
+            }
+            t2 = warp_sum(t2);
+            const float as = alpha * scale;
+            nrm = amax * sqrtf(as * as + t2);
+        } else {
+            nrm = fabsf(alpha);
+        }
+    }
+    const float beta = alpha >= 0.f ? -nrm : nrm;
+    const float tau = has ? (beta - alpha) / beta : 0.f;
+    const float inv = has ? 1.f / (alpha - beta) : 0.f;
+#pragma unroll
+    for (int s = 0; s < RPL; ++s) {
+        const int i = lane + 32 * s;
+        float v = 0.f;
+        if (i == c) {
+            v = 1.f;
+            col[s] = has ? beta : alpha;
+        } else if (i > c && i < m) {
+            v = col[s] * inv;
+            col[s] = has ? v : col[s];
+        }
+        vout[i] = v;
+    }
+    if (lane == 0) {
+        *tauout = tau;
+        tau_all[c] = tau;
+    }
+}
+
+// One column of the panel, for every warp: G's entries for column c, reflector c applied to
+// the columns right of it, and (the warp owning column c+1) reflector c+1 built first.
+template <int RPL, int W, int CPW, int MINB, class V>
+__device__ __forceinline__ void panel_step(float (&reg)[CPW][RPL], const V& v, int c, int w, int m, int lane,
+                                           int wid, float* vbuf, float* tauc, float* tau_all, float* gbuf,
+                                           int lds, int mp) {
+    const int cur = c & 1;
+    const float tau = tauc[cur];
+    float d[CPW];
+    dots<RPL, CPW>(reg, v, d);
+    if (lane == 0) {
+#pragma unroll
+        for (int t = 0; t < CPW; ++t)
+            if (wid + W * t < c) gbuf[(wid + W * t) * lds + c] = d[t];
+    }
+    const int next = c + 1;
+    if (next < w && next % W == wid) {
+        // The critical path: column c+1 gets reflector c, then becomes reflector c+1.
+        if constexpr (CPW == 1) {
+            update<RPL>(reg[0], v, tau * d[0]);
+            reflect<RPL>(reg[0], next, m, lane, vbuf + (cur ^ 1) * mp, &tauc[cur ^ 1], tau_all);
+        } else if constexpr (RPL >= 32 || (W == 8 && MINB <= 2)) {
+            // One copy of the step per slot, each on a fixed slot of the tile: at 32 rows a lane
+            // the selected copy below needs 32 more registers, and the tile spilled (200 bytes
+            // of local loads a thread at 60x1024); with 8 warps it fits and the owner warp skips
+            // the selects; with 16 warps of 4 slots the copies spill instead.
+            const int tn = next / W;
+#pragma unroll
+            for (int t = 0; t < CPW; ++t) {
+                if (t == tn) {
+                    update<RPL>(reg[t], v, tau * d[t]);
+                    reflect<RPL>(reg[t], next, m, lane, vbuf + (cur ^ 1) * mp, &tauc[cur ^ 1], tau_all);
+                }
+            }
+        } else {
+            // Selected out of the register tile and back: one copy of the step's code, where
+            // the per-slot copies above spill (16 warps of four slots).
+            const int tn = next / W;
+            float col[RPL];
+            float dn = 0.f;
+#pragma unroll
+            for (int s = 0; s < RPL; ++s) col[s] = 0.f;
+#pragma unroll
+            for (int t = 0; t < CPW; ++t) {
+                dn = t == tn ? d[t] : dn;
+#pragma unroll
+                for (int s = 0; s < RPL; ++s) col[s] = t == tn ? reg[t][s] : col[s];
+            }
+            update<RPL>(col, v, tau * dn);
+            reflect<RPL>(col, next, m, lane, vbuf + (cur ^ 1) * mp, &tauc[cur ^ 1], tau_all);
+#pragma unroll
+            for (int t = 0; t < CPW; ++t)
+#pragma unroll
+                for (int s = 0; s < RPL; ++s) reg[t][s] = t == tn ? col[s] : reg[t][s];
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < CPW; ++t) {
+        const int j = wid + W * t;
+        update<RPL>(reg[t], v, (j > next && j < w) ? tau * d[t] : 0.f);  // finished columns: f = 0
+    }
+}
+
+template <int RPL, int W, int CPW>
+constexpr size_t panel_smem_bytes() {
+    return sizeof(float) * ((size_t)32 * RPL * (W * CPW + 1) + 2 * 32 * RPL
+                            + 2 * (size_t)(W * CPW) * (W * CPW + 1) + 2 + W * CPW);
+}
+
+// One block per matrix factors panel columns k..k+w (rows k..n) of H in place and writes
+// tau[k..k+w], VT (w x (n-k) from its pointer, rows n apart, row j = reflector j) and T
+// (w x w upper triangular, rows ldt apart); vstride and tstride step from one matrix to the
+// next, so both can be windows of a wider block's buffers.
+// MINB blocks per SM is a register cap (65536 / (MINB * W * 32) a thread): with 1, a 512-thread
+// block takes a whole SM at 640x512 and the SM idles through the block's per-column latency.
+template <int RPL, int W, int CPW, int MINB>
+__global__ void __launch_bounds__(W * 32, MINB)
+panel_kernel(const float* S, float* H, float* __restrict__ TAU, float* __restrict__ VT, float* __restrict__ T,
+             int n, int k, int w, long long vstride, long long tstride, int ldt) {
+    constexpr int MP = 32 * RPL;
+    constexpr int NBP = W * CPW;
+    constexpr int LDS = NBP + 1;  // odd stride: a warp reading one column hits 32 banks
+    extern __shared__ float smem[];
+    float* stage = smem;                 // MP x LDS
+    float* vbuf = stage + MP * LDS;      // 2 x MP
+    float* gbuf = vbuf + 2 * MP;         // NBP x LDS: G = VᵀV (strict upper part)
+    float* tbuf = gbuf + NBP * LDS;      // NBP x LDS: T, one row per thread
+    float* tauc = tbuf + NBP * LDS;      // 2: tau of the reflector in vbuf
+    float* tau_all = tauc + 2;           // NBP
+    const int lane = threadIdx.x & 31;
+    const int wid = threadIdx.x >> 5;
+    const int m = n - k;
+    const size_t mat = (size_t)blockIdx.x * n * n;
+    float* h = H + mat + (size_t)k * n + k;
+    const float* src = S + mat + (size_t)k * n + k;  // S is H, or the input where H is not yet written
+    for (int e = threadIdx.x; e < MP * NBP; e += W * 32) {
+        const int r = e / NBP, q = e % NBP;
+        stage[r * LDS + q] = (r < m && q < w) ? src[(size_t)r * n + q] : 0.f;
+    }
+    __syncthreads();
+    float reg[CPW][RPL];
+#pragma unroll
+    for (int t = 0; t < CPW; ++t)
+#pragma unroll
+        for (int s = 0; s < RPL; ++s) reg[t][s] = stage[(lane + 32 * s) * LDS + wid + W * t];
+    if (wid == 0) reflect<RPL>(reg[0], 0, m, lane, vbuf, &tauc[0], tau_all);
+    __syncthreads();
+    for (int c = 0; c < w; ++c) {
+        const int cur = c & 1;
+        if constexpr (RPL * MINB < 32) {  // a register copy of v, where registers allow it
+            float v[RPL];
+#pragma unroll
+            for (int s = 0; s < RPL; ++s) v[s] = vbuf[cur * MP + lane + 32 * s];
+            panel_step<RPL, W, CPW, MINB>(reg, v, c, w, m, lane, wid, vbuf, tauc, tau_all, gbuf, LDS, MP);
+        } else {
+            const SharedReflector v{vbuf + cur * MP + lane};
+            panel_step<RPL, W, CPW, MINB>(reg, v, c, w, m, lane, wid, vbuf, tauc, tau_all, gbuf, LDS, MP);
+        }
+        __syncthreads();
+    }
+    // VT: row j is reflector j (coalesced: consecutive lanes hold consecutive rows).
+    float* vt = VT + (size_t)blockIdx.x * vstride;
+#pragma unroll
+    for (int t = 0; t < CPW; ++t) {
+        const int j = wid + W * t;
+        if (j < w) {
+#pragma unroll
+            for (int s = 0; s < RPL; ++s) {
+                const int i = lane + 32 * s;
+                if (i < m) vt[(size_t)j * n + i] = i > j ? reg[t][s] : (i == j ? 1.f : 0.f);
+            }
+        }
+#pragma unroll
+        for (int s = 0; s < RPL; ++s) stage[(lane + 32 * s) * LDS + wid + W * t] = reg[t][s];
+    }
+    // T: thread r builds row r by slarft's recurrence, T[r][c] = -tau_c sum_{q=r}^{c-1} T[r][q] G[q][c]
+    // (a row needs only its own earlier entries and the finished G).
+    float* tout = T + (size_t)blockIdx.x * tstride;
+    if (threadIdx.x < w) {
+        const int r = threadIdx.x;
+        float* row = tbuf + r * LDS;
+        for (int c = 0; c < w; ++c) {
+            float value = 0.f;
+            if (c == r) {
+                value = tau_all[r];
+            } else if (c > r) {
+                float acc = 0.f;
+                for (int q = r; q < c; ++q) acc = fmaf(row[q], gbuf[q * LDS + c], acc);
+                value = -tau_all[c] * acc;
+            }
+            row[c] = value;
+            tout[(size_t)r * ldt + c] = value;
+        }
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < MP * NBP; e += W * 32) {
+        const int r = e / NBP, q = e % NBP;
+        if (r < m && q < w) h[(size_t)r * n + q] = stage[r * LDS + q];
+    }
+    for (int c = threadIdx.x; c < w; c += W * 32) TAU[(size_t)blockIdx.x * n + k + c] = tau_all[c];
+}
+
+// ---- Cholesky QR leaves: a panel of up to 32 columns and any number of rows, over many blocks ----
+//
+// Cholesky QR twice (Grams in float64 over row chunks, summed by atomics; the 32x32 factors on one
+// block per matrix), then Householder vectors reconstructed from Q (Ballard et al. 2014: Q1 - S =
+// L U, S chosen per step so |U_jj| >= 1; V = [L; Q2 U^-1], R_H = S R, T = -U S L^-T).  A matrix
+// whose panel is nearly dependent (a Cholesky pivot under 1e-12 of its column's square norm, or
+// Q1ᵀQ1 more than 0.1 from I) is flagged and factored column by column by the fallback kernel.
+// The 32x32 work runs on 1024 threads, thread (warp i, lane j) holding element (i, j) in a
+// register: a step of a factorisation or a triangular inverse is one barrier, not a lane's sweep
+// over a row (one warp sweeping took 111 µs a leaf; kernels/BENCHMARKS.md).
+
+constexpr int QB = 32;        // widest leaf
+constexpr int QL = QB + 1;    // odd row stride of the float64 tiles
+constexpr int GROWS = 64;     // rows of a Gram or row-kernel chunk
+
+// Partial Gram X_cᵀX_c of the panel's rows chunk*GROWS.. (X = P, or P·M with M the first pass's
+// R^-1) added into acc (float64, 1024 a matrix, upper triangle; zeroed by its reader); 256 threads,
+// each a 2x2 tile of the Gram.  Matrices flagged by the first pass are skipped in the second.
+__global__ void __launch_bounds__(256) cholqr_gram_kernel(const float* S, int n, int k, int w, const double* M,
+                                                          long long mstride, double* acc, const int* flags) {
+    const int b = blockIdx.y, r0 = blockIdx.x * GROWS, tid = threadIdx.x;
+    if (M != nullptr && flags[b]) return;
+    __shared__ double x[GROWS][QL];
+    __shared__ double mm[QB][QL];
+    const int m = n - k;
+    const float* src = S + (size_t)b * n * n + (size_t)k * n + k;
+    for (int e = tid; e < GROWS * QB; e += 256) {
+        const int r = e / QB, q = e % QB;
+        x[r][q] = (r0 + r < m && q < w) ? (double)src[(size_t)(r0 + r) * n + q] : 0.0;
+    }
+    if (M != nullptr) {
+        const double* mb = M + (size_t)b * mstride;
+        for (int e = tid; e < QB * QB; e += 256) mm[e / QB][e % QB] = mb[e];
+        __syncthreads();
+        constexpr int PER = GROWS * QB / 256;
+        double y[PER];
+#pragma unroll
+        for (int u = 0; u < PER; ++u) {
+            const int e = tid + 256 * u, r = e / QB, j = e % QB;
+            double s = 0.0;
+#pragma unroll
+            for (int q = 0; q < QB; ++q) s = fma(x[r][q], mm[q][j], s);  // M is zero below its diagonal
+            y[u] = s;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < PER; ++u) {
+            const int e = tid + 256 * u;
+            x[e / QB][e % QB] = y[u];
+        }
+    }
+    __syncthreads();
+    // thread (ti, tj) of 16x16 owns Gram entries (ti + 16a, tj + 16c), a, c in {0, 1}
+    const int ti = tid >> 4, tj = tid & 15;
+    double g00 = 0.0, g01 = 0.0, g10 = 0.0, g11 = 0.0;
+#pragma unroll 8
+    for (int r = 0; r < GROWS; ++r) {
+        const double a0 = x[r][ti], a1 = x[r][ti + 16], c0 = x[r][tj], c1 = x[r][tj + 16];
+        g00 = fma(a0, c0, g00);
+        g01 = fma(a0, c1, g01);
+        g10 = fma(a1, c0, g10);
+        g11 = fma(a1, c1, g11);
+    }
+    double* out = acc + (size_t)b * QB * QB;
+    if (ti <= tj) atomicAdd(out + ti * QB + tj, g00);
+    atomicAdd(out + ti * QB + tj + 16, g01);
+    if (ti + 16 <= tj) atomicAdd(out + (ti + 16) * QB + tj, g10);  // never: kept for a wider tile
+    if (ti <= tj) atomicAdd(out + (ti + 16) * QB + tj + 16, g11);
+}
+
+// Element-parallel 32x32 steps on 1024 threads: thread (i, j) = (warp, lane).  A step's row goes
+// through shared memory (two buffers, so one barrier a step suffices), and only the warp that owns
+// the pivot row divides: 1024 float64 divisions a step kept every step at ~0.7 µs.
+
+// Upper Cholesky of the w x w block whose element (i, j), i <= j, this thread holds in x: on return
+// x holds R's element.  False (for every thread) where a pivot is not above rel times its column's
+// original square norm.  rows: 2 x QB of scratch, diag: QB, ok: 2.
+__device__ __forceinline__ bool cholesky_elem(double& x, int i, int j, int w, double rel, double* rows, double* diag,
+                                              int* ok) {
+    if (i == j) diag[j] = x;
+    __syncthreads();
+    for (int p = 0; p < w; ++p) {
+        double* row = rows + (p & 1) * QB;
+        if (i == p) {  // the pivot row: R's row p, and whether its pivot holds
+            const double d = __shfl_sync(0xffffffffu, x, p);
+            const bool good = d > rel * diag[p] && isfinite(d);
+            const double rinv = good ? 1.0 / sqrt(d) : 0.0;
+            if (j >= p) x *= rinv;
+            row[j] = x;
+            if (j == 0) ok[p & 1] = good;
+        }
+        __syncthreads();
+        if (!ok[p & 1]) return false;  // the same for every thread
+        if (i > p && j >= i && j < w) x = fma(-row[i], row[j], x);
+    }
+    return true;
+}
+
+// X = U^-1 for the upper triangular u (w x w, in shared memory): thread (i, j) returns X[i][j].
+__device__ __forceinline__ double upper_inverse_elem(const double (*u)[QL], int i, int j, int w, double* rows) {
+    double x = (i == j && i < w) ? 1.0 : 0.0;
+    __syncthreads();  // u is complete, and rows is free
+    for (int p = w - 1; p >= 0; --p) {
+        double* row = rows + (p & 1) * QB;
+        if (i == p) {
+            x *= 1.0 / u[p][p];
+            row[j] = x;
+        }
+        __syncthreads();
+        if (i < p) x = fma(-u[i][p], row[j], x);
+    }
+    return x;
+}
+
+// U^-1 (u upper triangular) and L^-1 (l's strictly lower part, unit diagonal) in one sweep: the
+// first solved from the last row up, the second from the first row down, a barrier a step for both.
+__device__ __forceinline__ void triangular_inverses_elem(const double (*u)[QL], const double (*l)[QL], int i, int j,
+                                                         int w, double* rows, double& xu, double& xl) {
+    xu = (i == j && i < w) ? 1.0 : 0.0;
+    xl = xu;
+    __syncthreads();
+    for (int s = 0; s < w; ++s) {
+        const int pu = w - 1 - s, pl = s;
+        double* urow = rows + (s & 1) * 2 * QB;
+        double* lrow = urow + QB;
+        if (i == pu) {
+            xu *= 1.0 / u[pu][pu];
+            urow[j] = xu;
+        }
+        if (i == pl) lrow[j] = xl;
+        __syncthreads();
+        if (i < pu) xu = fma(-u[i][pu], urow[j], xu);
+        if (i > pl && i < w) xl = fma(-l[i][pl], lrow[j], xl);
+    }
+}
+
+// (a b)[i][j] for upper triangular a and b: only q >= i contributes (b is zero below its diagonal),
+// and the bound is the same across a warp (i is the warp).
+__device__ __forceinline__ double upper_product_elem(const double (*a)[QL], const double (*b)[QL], int i, int j) {
+    double s = 0.0;
+#pragma unroll 4
+    for (int q = i; q < QB; ++q) s = fma(a[i][q], b[q][j], s);
+    return s;
+}
+
+// (a b)[i][j] over the full 32 (zeros outside the w x w blocks keep it exact).
+__device__ __forceinline__ double product_elem(const double (*a)[QL], const double (*b)[QL], int i, int j) {
+    double s = 0.0;
+#pragma unroll
+    for (int q = 0; q < QB; ++q) s = fma(a[i][q], b[q][j], s);
+    return s;
+}
+
+// The summed Gram's element (i, j) of the upper triangle (0 elsewhere), and acc zeroed for its next use.
+__device__ __forceinline__ double take_gram(double* acc, int b, int i, int j, int w) {
+    double* g = acc + (size_t)b * QB * QB;
+    const double v = (i <= j && j < w) ? g[i * QB + j] : 0.0;
+    g[i * QB + j] = 0.0;
+    return v;
+}
+
+// First pass: R1 = chol(Gram) and R1^-1 into small[b] (R1, R1^-1, N, spare), the flag set where the
+// panel is nearly dependent.
+__global__ void __launch_bounds__(1024) cholqr_first_kernel(double* acc, int w, double* small, int* flags) {
+    const int b = blockIdx.x, i = threadIdx.x >> 5, j = threadIdx.x & 31;
+    __shared__ double r[QB][QL];
+    __shared__ double rows[2 * QB], diag[QB];
+    __shared__ int ok[2];
+    double x = take_gram(acc, b, i, j, w);
+    const bool good = cholesky_elem(x, i, j, w, 1e-12, rows, diag, ok);
+    if (threadIdx.x == 0) flags[b] = good ? 0 : 1;
+    if (!good) return;
+    const bool upper = i <= j && j < w;
+    r[i][j] = upper ? x : 0.0;
+    const double inv = upper_inverse_elem(r, i, j, w, rows);
+    double* out = small + (size_t)b * 4 * QB * QB;
+    out[i * QB + j] = upper ? x : 0.0;
+    out[QB * QB + i * QB + j] = upper ? inv : 0.0;
+}
+
+// Second pass and the reconstruction: R2 = chol(Q1ᵀQ1), R = R2 R1, M = R1^-1 R2^-1, Q's top block
+// P1 M = L U + S, and the top block's outputs: H (S R on and above the diagonal, L below), tau,
+// T = -U S L^-T and Vᵀ's top rows; N = M U^-1 (V2 = P2 N) into small[b] for the rows below.
+__global__ void __launch_bounds__(1024) cholqr_second_kernel(const float* S, float* H, float* TAU, float* VT, float* T,
+                                                             int n, int k, int w, long long vstride, long long tstride,
+                                                             int ldt, double* acc, double* small, int* flags) {
+    const int b = blockIdx.x, i = threadIdx.x >> 5, j = threadIdx.x & 31;
+    if (flags[b]) return;
+    __shared__ double a0[QB][QL], a1[QB][QL], a2[QB][QL];
+    __shared__ double rows[4 * QB], diag[QB], sgn[QB], invu[2];
+    __shared__ int ok[2];
+    const bool in = i < w && j < w, upper = i <= j && j < w;
+    double x = take_gram(acc, b, i, j, w);
+    // Q1 must be nearly orthonormal for the second pass to finish the job
+    const bool far = upper && !(fabs(x - (i == j ? 1.0 : 0.0)) <= 0.1);
+    const bool good = !__syncthreads_or(far) && cholesky_elem(x, i, j, w, 0.5, rows, diag, ok);
+    if (!good) {
+        if (threadIdx.x == 0) flags[b] = 1;
+        return;
+    }
+    const double* sm = small + (size_t)b * 4 * QB * QB;
+    a0[i][j] = upper ? x : 0.0;                 // R2
+    a1[i][j] = sm[i * QB + j];                  // R1
+    __syncthreads();
+    const double rr = upper_product_elem(a0, a1, i, j);            // R = R2 R1
+    const double r2inv = upper_inverse_elem(a0, i, j, w, rows);    // (its first barrier orders the reads above)
+    a2[i][j] = r2inv;
+    a1[i][j] = sm[QB * QB + i * QB + j];        // R1^-1
+    __syncthreads();
+    const double mij = upper_product_elem(a1, a2, i, j);           // M = R1^-1 R2^-1
+    __syncthreads();
+    a0[i][j] = mij;
+    const float* src = S + (size_t)b * n * n + (size_t)k * n + k;
+    a1[i][j] = in ? (double)src[(size_t)i * n + j] : 0.0;          // P1
+    __syncthreads();
+    double a = product_elem(a1, a0, i, j);                         // Q1 = P1 M
+    for (int p = 0; p < w; ++p) {                                  // Q1 - S = L U, in place
+        double* row = rows + (p & 1) * QB;
+        double* col = rows + 2 * QB + (p & 1) * QB;
+        if (i == p) {
+            row[j] = a;
+            if (j == p) {
+                const double s = a >= 0.0 ? -1.0 : 1.0;
+                sgn[p] = s;
+                invu[p & 1] = 1.0 / (a - s);
+            }
+        }
+        if (j == p) col[i] = a;
+        __syncthreads();
+        const double inv = invu[p & 1];
+        if (i == p && j == p) {
+            a -= sgn[p];
+        } else if (i > p && j == p) {
+            a *= inv;
+        } else if (i > p && j > p) {
+            a = fma(-(col[i] * inv), row[j], a);
+        }
+    }
+    __syncthreads();
+    a2[i][j] = in ? a : 0.0;                    // U on and above the diagonal, L's multipliers below
+    a1[i][j] = upper ? a : 0.0;                 // U alone
+    double uinv, linv;
+    triangular_inverses_elem(a1, a2, i, j, w, rows, uinv, linv);
+    __syncthreads();
+    a1[i][j] = uinv;
+    __syncthreads();
+    double* nout = small + (size_t)b * 4 * QB * QB + 2 * QB * QB;
+    nout[i * QB + j] = upper_product_elem(a0, a1, i, j);           // N = M U^-1
+    __syncthreads();
+    a0[i][j] = linv;
+    __syncthreads();
+    double t = 0.0;                                                // T = -U S L^-T
+#pragma unroll 4
+    for (int q = i; q < QB; ++q) t = fma(a2[i][q] * sgn[q < w ? q : 0], a0[j][q], t);
+    t = upper ? -t : 0.0;
+    if (in) {
+        const size_t mat = (size_t)b * n * n;
+        H[mat + (size_t)(k + i) * n + k + j] = (float)(i <= j ? sgn[i] * rr : a);
+        T[(size_t)b * tstride + (size_t)i * ldt + j] = (float)t;
+        VT[(size_t)b * vstride + (size_t)j * n + i] = (float)(i > j ? a : (i == j ? 1.0 : 0.0));
+        if (i == j) TAU[(size_t)b * n + k + j] = (float)t;
+    }
+}
+
+// The rows below the top block: V = P2 N, into H and Vᵀ.
+__global__ void __launch_bounds__(256) cholqr_rows_kernel(const float* S, float* H, float* VT, int n, int k, int w,
+                                                          long long vstride, const double* small, const int* flags) {
+    const int b = blockIdx.y, r0 = blockIdx.x * GROWS, tid = threadIdx.x;
+    if (flags[b]) return;
+    __shared__ double x[GROWS][QL];
+    __shared__ double nn[QB][QL];
+    const int m = n - k;
+    const size_t mat = (size_t)b * n * n;
+    const float* src = S + mat + (size_t)k * n + k;
+    const double* nsrc = small + (size_t)b * 4 * QB * QB + 2 * QB * QB;
+    for (int e = tid; e < QB * QB; e += 256) nn[e / QB][e % QB] = nsrc[e];
+    for (int e = tid; e < GROWS * QB; e += 256) {
+        const int r = e / QB, q = e % QB, row = r0 + r;
+        x[r][q] = (row >= w && row < m && q < w) ? (double)src[(size_t)row * n + q] : 0.0;
+    }
+    __syncthreads();
+    constexpr int PER = GROWS * QB / 256;
+    double y[PER];
+#pragma unroll
+    for (int u = 0; u < PER; ++u) {
+        const int e = tid + 256 * u, r = e / QB, j = e % QB;
+        double s = 0.0;
+#pragma unroll
+        for (int q = 0; q < QB; ++q) s = fma(x[r][q], nn[q][j], s);  // N is zero below its diagonal
+        y[u] = s;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int u = 0; u < PER; ++u) {
+        const int e = tid + 256 * u;
+        x[e / QB][e % QB] = y[u];
+    }
+    __syncthreads();
+    float* h = H + mat + (size_t)k * n + k;
+    for (int e = tid; e < GROWS * QB; e += 256) {
+        const int r = e / QB, j = e % QB, row = r0 + r;
+        if (row >= w && row < m && j < w) h[(size_t)row * n + j] = (float)x[r][j];
+    }
+    float* vt = VT + (size_t)b * vstride;
+    for (int e = tid; e < GROWS * QB; e += 256) {
+        const int j = e / GROWS, r = e % GROWS, row = r0 + r;
+        if (row >= w && row < m && j < w) vt[(size_t)j * n + row] = (float)x[r][j];
+    }
+}
+
+// out[b] += A[b] B[b]ᵀ over one chunk of 64 positions of the long dimension: A is p x len, B q x len
+// (element (r, c) at r * row + c * pos, either stride 1), p <= 64 and q <= 64 a block (grid.z steps
+// q in tiles of 64).  A block merge's V1ᵀV2 (Vᵀ rows) and a narrow update's VᵀC (C's columns as B's
+// rows) split over their long dimension: cuBLAS ran these long, thin products on a few blocks (40 µs
+// a merge at 2x4096).  out (rows ldo apart) is zeroed by the caller.
+__global__ void __launch_bounds__(256) cross_kernel(const float* A, const float* B, float* out, int p, int q, int len,
+                                                    long long sa, long long sb, long long so, long long a_row,
+                                                    long long a_pos, long long b_row, long long b_pos, int ldo) {
+    const int b = blockIdx.y, c0 = blockIdx.x * 64, q0 = blockIdx.z * 64, tid = threadIdx.x;
+    __shared__ float a[64][65], bb[64][65];
+    const float* ab = A + (size_t)b * sa;
+    const float* bbase = B + (size_t)b * sb + (size_t)q0 * b_row;
+    const int qn = min(64, q - q0);
+    for (int e = tid; e < 64 * 64; e += 256) {
+        // consecutive threads take consecutive addresses: along the position where it is contiguous
+        const int r = a_pos == 1 ? e / 64 : e % 64, c = a_pos == 1 ? e % 64 : e / 64;
+        a[r][c] = (r < p && c0 + c < len) ? ab[r * a_row + (c0 + c) * a_pos] : 0.f;
+        const int rb = b_pos == 1 ? e / 64 : e % 64, cb = b_pos == 1 ? e % 64 : e / 64;
+        bb[rb][cb] = (rb < qn && c0 + cb < len) ? bbase[rb * b_row + (c0 + cb) * b_pos] : 0.f;
+    }
+    __syncthreads();
+    const int ti = tid >> 4, tj = tid & 15;  // a 4x4 tile: rows ti + 16 u, columns tj + 16 v
+    float acc[4][4] = {};
+#pragma unroll 4
+    for (int c = 0; c < 64; ++c) {
+        float av[4], bv[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) { av[u] = a[ti + 16 * u][c]; bv[u] = bb[tj + 16 * u][c]; }
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+#pragma unroll
+            for (int v = 0; v < 4; ++v) acc[u][v] = fmaf(av[u], bv[v], acc[u][v]);
+    }
+    float* ob = out + (size_t)b * so + q0;
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+            const int r = ti + 16 * u, c = tj + 16 * v;
+            if (r < p && c < qn) atomicAdd(ob + (size_t)r * ldo + c, acc[u][v]);
+        }
+}
+
+// C[b] = S[b] - V W over one chunk of 64 rows and 64 columns (grid.z): V given as Vᵀ (p x m, rows
+// vrow apart, p <= 64), W p x ncols (rows ldw apart), C and S m x ncols with rows ldc apart (S is C,
+// or the input laid out as C).  Exact FP32 on the CUDA cores: a narrow update's last product, where
+// cuBLAS took 23 µs a call on a few blocks.
+__global__ void __launch_bounds__(256) apply_rows_kernel(const float* S, float* C, const float* VT, const float* W,
+                                                         int m, int ncols, int p, long long sc, long long sv,
+                                                         long long sw, int ldc, int vrow, int ldw) {
+    const int b = blockIdx.y, r0 = blockIdx.x * 64, j0 = blockIdx.z * 64, tid = threadIdx.x;
+    __shared__ float v[64][65], w[64][65];
+    const float* vb = VT + (size_t)b * sv;
+    const float* wb = W + (size_t)b * sw;
+    for (int e = tid; e < 64 * 64; e += 256) {
+        const int q = e / 64, x = e % 64;
+        v[q][x] = (q < p && r0 + x < m) ? vb[(size_t)q * vrow + r0 + x] : 0.f;      // v[q][row]
+        w[q][x] = (q < p && j0 + x < ncols) ? wb[(size_t)q * ldw + j0 + x] : 0.f;   // w[q][column]
+    }
+    __syncthreads();
+    const size_t base = (size_t)b * sc;
+    for (int e = tid; e < 64 * 64; e += 256) {
+        const int r = e / 64, j = e % 64, row = r0 + r, col = j0 + j;
+        if (row >= m || col >= ncols) continue;
+        float x = S[base + (size_t)row * ldc + col];
+        for (int q = 0; q < p; ++q) x = fmaf(-v[q][r], w[q][j], x);
+        C[base + (size_t)row * ldc + col] = x;
+    }
+}
+
+// A flagged matrix's panel factored column by column (LAPACK conventions, float64 sums), one
+// block of 1024 threads per matrix, in H through the L2; the others return at once.
+__global__ void __launch_bounds__(1024) cholqr_fallback_kernel(const float* S, float* H, float* TAU, float* VT,
+                                                               float* T, int n, int k, int w, long long vstride,
+                                                               long long tstride, int ldt, const int* flags) {
+    const int b = blockIdx.x, tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    if (!flags[b]) return;
+    __shared__ double part[32];
+    __shared__ float taus[QB];
+    __shared__ float coef[2];  // tau, 1 / (alpha - beta)
+    __shared__ double g[QB][QL];
+    const int m = n - k;
+    const size_t mat = (size_t)b * n * n;
+    float* p = H + mat + (size_t)k * n + k;
+    if (S != H) {
+        const float* src = S + mat + (size_t)k * n + k;
+        for (int e = tid; e < m * w; e += 1024) p[(size_t)(e / w) * n + e % w] = src[(size_t)(e / w) * n + e % w];
+        __syncthreads();
+    }
+    for (int c = 0; c < w; ++c) {
+        double s = 0.0;
+        for (int i = c + 1 + tid; i < m; i += 1024) {
+            const double y = p[(size_t)i * n + c];
+            s = fma(y, y, s);
+        }
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0) part[wid] = s;
+        __syncthreads();
+        if (tid == 0) {
+            double tail2 = 0.0;
+            for (int q = 0; q < 32; ++q) tail2 += part[q];
+            const double alpha = p[(size_t)c * n + c];
+            if (tail2 > 0.0) {
+                const double nrm = sqrt(alpha * alpha + tail2);
+                const double beta = alpha >= 0.0 ? -nrm : nrm;
+                coef[0] = (float)((beta - alpha) / beta);
+                coef[1] = (float)(1.0 / (alpha - beta));
+                p[(size_t)c * n + c] = (float)beta;
+            } else {
+                coef[0] = 0.f;
+                coef[1] = 0.f;
+            }
+            taus[c] = coef[0];
+        }
+        __syncthreads();
+        const float tau = coef[0], scale = coef[1];
+        if (tau != 0.f)
+            for (int i = c + 1 + tid; i < m; i += 1024) p[(size_t)i * n + c] *= scale;
+        __syncthreads();
+        for (int j = c + 1 + wid; j < w && tau != 0.f; j += 32) {
+            double d = 0.0;
+            for (int i = c + 1 + lane; i < m; i += 32) d = fma((double)p[(size_t)i * n + c], (double)p[(size_t)i * n + j], d);
+            for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+            const float f = tau * (float)(d + (double)p[(size_t)c * n + j]);
+            __syncwarp();
+            if (lane == 0) p[(size_t)c * n + j] -= f;
+            for (int i = c + 1 + lane; i < m; i += 32) p[(size_t)i * n + j] = fmaf(-f, p[(size_t)i * n + c], p[(size_t)i * n + j]);
+        }
+        __syncthreads();
+    }
+    // Vᵀ, tau, then T from G = VᵀV by slarft's recurrence
+    float* vt = VT + (size_t)b * vstride;
+    for (int e = tid; e < w * m; e += 1024) {
+        const int j = e / m, i = e % m;
+        vt[(size_t)j * n + i] = i > j ? p[(size_t)i * n + j] : (i == j ? 1.f : 0.f);
+    }
+    if (tid < w) TAU[(size_t)b * n + k + tid] = taus[tid];
+    __syncthreads();
+    for (int e = wid; e < w * w; e += 32) {
+        const int i = e / w, j = e % w;
+        if (i >= j) continue;
+        double d = 0.0;
+        for (int r = j + lane; r < m; r += 32) {
+            const double vi = r == i ? 1.0 : (r > i ? (double)p[(size_t)r * n + i] : 0.0);
+            const double vj = r == j ? 1.0 : (double)p[(size_t)r * n + j];
+            d = fma(vi, vj, d);
+        }
+        for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+        if (lane == 0) g[i][j] = d;
+    }
+    __syncthreads();
+    float* t = T + (size_t)b * tstride;
+    if (tid < w) {
+        const int r = tid;
+        double row[QB];
+#pragma unroll
+        for (int c = 0; c < QB; ++c) row[c] = 0.0;
+        for (int c = 0; c < w; ++c) {
+            double value = 0.0;
+            if (c == r) {
+                value = taus[r];
+            } else if (c > r) {
+                double acc = 0.0;
+                for (int q = r; q < c; ++q) acc = fma(row[q], g[q][c], acc);
+                value = -(double)taus[c] * acc;
+            }
+            row[c] = value;
+            t[(size_t)r * ldt + c] = (float)value;
+        }
+    }
+}
+
+"""
+
+# The panel kernel's instantiations, (rows per lane, warps, columns per warp, blocks per SM): every
+# shape _shape() can ask for.  The host code's dispatch over them is generated from this list.
+_PANEL_KERNELS = (
+    (4, 16, 4, 1), (8, 16, 4, 1), (16, 16, 4, 1), (4, 16, 2, 1), (8, 16, 2, 1), (16, 16, 2, 1),
+    (32, 16, 2, 1), (4, 32, 1, 1), (8, 32, 1, 1), (16, 32, 1, 1), (4, 16, 1, 1), (8, 16, 1, 1),
+    (16, 16, 1, 1), (32, 16, 1, 1), (64, 16, 1, 1), (4, 8, 1, 1), (8, 8, 1, 1), (16, 8, 1, 1),
+    (32, 8, 1, 1), (64, 8, 1, 1), (128, 8, 1, 1), (4, 8, 4, 1), (8, 8, 4, 1), (16, 8, 4, 1),
+    (4, 16, 2, 2), (8, 16, 2, 2), (16, 16, 2, 2), (4, 8, 4, 2), (8, 8, 4, 2), (16, 8, 4, 2),
+    (4, 8, 4, 4), (8, 8, 4, 4),
+)
+
+
+def _panel_dispatch() -> str:
+    """The cases of the host code's switch over _PANEL_KERNELS, keyed as panel() keys them."""
+    return "".join(
+        "        case %dLL: launch<%d, %d, %d, %d>(S, H, tau, vt, t, n, kk, ww, stream); break;\n"
+        % (((minb * 1000 + rpl) * 100 + warps) * 100 + cpw, rpl, warps, cpw, minb)
+        for rpl, warps, cpw, minb in _PANEL_KERNELS)
+
+
+# The host side: the launchers and the function Python calls.
+_HOST_SOURCE = r"""
+template <int RPL, int W, int CPW, int MINB>
+void launch(const at::Tensor& S, at::Tensor& H, at::Tensor& tau, at::Tensor& vt, at::Tensor& t, int n, int k, int w,
+            cudaStream_t stream) {
+    constexpr size_t bytes = panel_smem_bytes<RPL, W, CPW>();
+    static bool ready = false;  // the opt-in above 48 KB of shared memory, once per kernel
+    if (!ready) {
+        C10_CUDA_CHECK(cudaFuncSetAttribute(panel_kernel<RPL, W, CPW, MINB>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+        // All of the unified L1 as shared memory, so MINB blocks' shared memory fits on an SM.
+        C10_CUDA_CHECK(cudaFuncSetAttribute(panel_kernel<RPL, W, CPW, MINB>,
+                                            cudaFuncAttributePreferredSharedMemoryCarveout,
+                                            (int)cudaSharedmemCarveoutMaxShared));
+        ready = true;
+    }
+    panel_kernel<RPL, W, CPW, MINB><<<(unsigned)H.size(0), W * 32, bytes, stream>>>(
+        S.data_ptr<float>(), H.data_ptr<float>(), tau.data_ptr<float>(), vt.data_ptr<float>(), t.data_ptr<float>(), n, k, w,
+        (long long)vt.stride(0), (long long)t.stride(0), (int)t.stride(1));
+}
+
+
+}  // namespace
+
+// Factor panel columns k..k+w of S into H (batch x n x n, contiguous; S is H to factor in place, or
+// the input while H does not hold those columns yet); rows per lane
+// rpl (n - k <= 32 rpl), warps and columns per warp (w <= warps * cpw).  vt (rows n apart)
+// and t (contiguous rows) may be windows of wider buffers: the kernel writes vt[:, :w, :n-k]
+// and t[:, :w, :w] only.
+void panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, int64_t k, int64_t w, int64_t rpl,
+           int64_t warps, int64_t cpw, int64_t minb) {
+    TORCH_CHECK(H.is_cuda() && H.is_contiguous() && H.scalar_type() == at::kFloat && H.dim() == 3,
+                "panel: H must be a contiguous batch x n x n float32 CUDA tensor");
+    TORCH_CHECK(S.is_cuda() && S.is_contiguous() && S.scalar_type() == at::kFloat && S.sizes() == H.sizes(),
+                "panel: S (where the panel is read from) must be a contiguous float32 CUDA tensor shaped as H");
+    const int n = (int)H.size(2);
+    TORCH_CHECK(k >= 0 && w >= 1 && k + w <= n && n - k <= 32 * rpl && w <= warps * cpw,
+                "panel: bad panel k=", k, " w=", w, " for n=", n);
+    TORCH_CHECK(vt.is_cuda() && vt.scalar_type() == at::kFloat && vt.dim() == 3 && vt.stride(2) == 1 &&
+                vt.stride(1) == n && vt.size(0) == H.size(0) && vt.size(1) >= w && vt.size(2) >= n - k,
+                "panel: vt must be a float32 CUDA window of rows n apart holding w x (n - k)");
+    TORCH_CHECK(t.is_cuda() && t.scalar_type() == at::kFloat && t.dim() == 3 && t.stride(2) == 1 &&
+                t.size(0) == H.size(0) && t.size(1) >= w && t.size(2) >= w,
+                "panel: t must be a float32 CUDA window holding w x w");
+    TORCH_CHECK(tau.is_cuda() && tau.is_contiguous() && tau.size(0) == H.size(0) && tau.size(1) == n,
+                "panel: tau must be a contiguous batch x n float32 CUDA tensor");
+    if (H.size(0) == 0) return;
+    const c10::cuda::CUDAGuard guard(H.device());
+    const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    const long long key = ((minb * 1000 + rpl) * 100 + warps) * 100 + cpw;
+    const int kk = (int)k, ww = (int)w;
+    switch (key) {
+        // cases: _PANEL_KERNELS
+        default: TORCH_CHECK(false, "panel: no kernel for rpl=", rpl, " warps=", warps, " cpw=", cpw, " minb=", minb);
+    }
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// A Cholesky QR leaf: panel columns k..k+w (w <= 32) of S into H, tau, vt and t as panel() writes
+// them; acc (float64, batch x 1024, zero), small (float64, batch x 4096) and flags (int32, batch) are
+// workspaces (acc is left zero).  Flagged matrices take the column-by-column kernel.
+void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc,
+                  at::Tensor small, at::Tensor flags, int64_t k, int64_t w) {
+    TORCH_CHECK(H.is_cuda() && H.is_contiguous() && H.scalar_type() == at::kFloat && H.dim() == 3,
+                "cholqr_panel: H must be a contiguous batch x n x n float32 CUDA tensor");
+    TORCH_CHECK(S.is_cuda() && S.is_contiguous() && S.scalar_type() == at::kFloat && S.sizes() == H.sizes(),
+                "cholqr_panel: S must be a contiguous float32 CUDA tensor shaped as H");
+    const int n = (int)H.size(2);
+    const long long batch = H.size(0);
+    TORCH_CHECK(k >= 0 && w >= 1 && w <= QB && k + w <= n, "cholqr_panel: bad panel k=", k, " w=", w, " for n=", n);
+    TORCH_CHECK(acc.is_cuda() && acc.is_contiguous() && acc.scalar_type() == at::kDouble && acc.numel() >= batch * QB * QB,
+                "cholqr_panel: acc must hold batch x 1024 doubles");
+    TORCH_CHECK(small.is_cuda() && small.is_contiguous() && small.scalar_type() == at::kDouble &&
+                small.numel() >= batch * 4 * QB * QB, "cholqr_panel: small must hold batch x 4096 doubles");
+    TORCH_CHECK(flags.is_cuda() && flags.is_contiguous() && flags.scalar_type() == at::kInt && flags.numel() >= batch,
+                "cholqr_panel: flags must hold batch int32");
+    TORCH_CHECK(vt.is_cuda() && vt.scalar_type() == at::kFloat && vt.dim() == 3 && vt.stride(2) == 1 &&
+                vt.stride(1) == n && vt.size(0) == batch && vt.size(1) >= w && vt.size(2) >= n - k,
+                "cholqr_panel: vt must be a float32 CUDA window of rows n apart holding w x (n - k)");
+    TORCH_CHECK(t.is_cuda() && t.scalar_type() == at::kFloat && t.dim() == 3 && t.stride(2) == 1 &&
+                t.size(0) == batch && t.size(1) >= w && t.size(2) >= w, "cholqr_panel: t must be a float32 CUDA window holding w x w");
+    TORCH_CHECK(tau.is_cuda() && tau.is_contiguous() && tau.size(0) == batch && tau.size(1) == n,
+                "cholqr_panel: tau must be a contiguous batch x n float32 CUDA tensor");
+    if (batch == 0) return;
+    const c10::cuda::CUDAGuard guard(H.device());
+    const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    const float* s = S.data_ptr<float>();
+    float* h = H.data_ptr<float>();
+    double* g = acc.data_ptr<double>();
+    double* sm = small.data_ptr<double>();
+    int* f = flags.data_ptr<int>();
+    float *vtp = vt.data_ptr<float>(), *tp = t.data_ptr<float>(), *taup = tau.data_ptr<float>();
+    const long long vs = vt.stride(0), ts = t.stride(0);
+    const int ldt = (int)t.stride(1), kk = (int)k, ww = (int)w;
+    const dim3 grid((unsigned)((n - k + GROWS - 1) / GROWS), (unsigned)batch);
+    cholqr_gram_kernel<<<grid, 256, 0, stream>>>(s, n, kk, ww, nullptr, 0, g, f);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    cholqr_first_kernel<<<(unsigned)batch, 1024, 0, stream>>>(g, ww, sm, f);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    cholqr_gram_kernel<<<grid, 256, 0, stream>>>(s, n, kk, ww, sm + QB * QB, 4 * QB * QB, g, f);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    cholqr_second_kernel<<<(unsigned)batch, 1024, 0, stream>>>(s, h, taup, vtp, tp, n, kk, ww, vs, ts, ldt, g, sm, f);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    cholqr_rows_kernel<<<grid, 256, 0, stream>>>(s, h, vtp, n, kk, ww, vs, sm, f);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    cholqr_fallback_kernel<<<(unsigned)batch, 1024, 0, stream>>>(s, h, taup, vtp, tp, n, kk, ww, vs, ts, ldt, f);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// out += A Bᵀ for float32 CUDA tensors A (batch x p x len), B (batch x q x len) with any strides
+// whose rows or positions are contiguous, p <= 64; out batch x p x q with unit column stride.
+void cross(at::Tensor A, at::Tensor B, at::Tensor out) {
+    TORCH_CHECK(A.is_cuda() && B.is_cuda() && out.is_cuda() && A.scalar_type() == at::kFloat &&
+                B.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat && A.dim() == 3 && B.dim() == 3 &&
+                out.dim() == 3, "cross: float32 CUDA batch x rows x len tensors");
+    TORCH_CHECK((A.stride(2) == 1 || A.stride(1) == 1) && (B.stride(2) == 1 || B.stride(1) == 1) &&
+                out.stride(2) == 1 && A.size(2) == B.size(2) && A.size(0) == B.size(0) &&
+                out.size(0) == A.size(0) && out.size(1) == A.size(1) && out.size(2) == B.size(1) &&
+                A.size(1) <= 64, "cross: shapes or strides do not fit");
+    const long long batch = A.size(0), len = A.size(2);
+    if (batch == 0 || len == 0 || A.size(1) == 0 || B.size(1) == 0) return;
+    const c10::cuda::CUDAGuard guard(A.device());
+    const dim3 grid((unsigned)((len + 63) / 64), (unsigned)batch, (unsigned)((B.size(1) + 63) / 64));
+    cross_kernel<<<grid, 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+        A.data_ptr<float>(), B.data_ptr<float>(), out.data_ptr<float>(), (int)A.size(1), (int)B.size(1), (int)len,
+        (long long)A.stride(0), (long long)B.stride(0), (long long)out.stride(0), (long long)A.stride(1),
+        (long long)A.stride(2), (long long)B.stride(1), (long long)B.stride(2), (int)out.stride(1));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// C = S - V W with V given as vt (batch x p x m, unit column stride, p <= 64), W batch x p x ncols
+// and C, S batch x m x ncols (unit column stride, the same strides).
+void apply_rows(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor W) {
+    TORCH_CHECK(S.is_cuda() && C.is_cuda() && vt.is_cuda() && W.is_cuda() && C.scalar_type() == at::kFloat &&
+                S.scalar_type() == at::kFloat && vt.scalar_type() == at::kFloat && W.scalar_type() == at::kFloat,
+                "apply_rows: float32 CUDA tensors");
+    TORCH_CHECK(C.dim() == 3 && S.sizes() == C.sizes() && S.strides() == C.strides() && C.stride(2) == 1 &&
+                vt.stride(2) == 1 && W.stride(2) == 1 && vt.size(1) == W.size(1) && vt.size(2) == C.size(1) &&
+                W.size(2) == C.size(2) && vt.size(1) <= 64 && vt.size(0) == C.size(0) && W.size(0) == C.size(0),
+                "apply_rows: shapes or strides do not fit");
+    const long long batch = C.size(0), m = C.size(1), ncols = C.size(2);
+    if (batch == 0 || m == 0 || ncols == 0) return;
+    const c10::cuda::CUDAGuard guard(C.device());
+    const dim3 grid((unsigned)((m + 63) / 64), (unsigned)batch, (unsigned)((ncols + 63) / 64));
+    apply_rows_kernel<<<grid, 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+        S.data_ptr<float>(), C.data_ptr<float>(), vt.data_ptr<float>(), W.data_ptr<float>(), (int)m, (int)ncols,
+        (int)vt.size(1), (long long)C.stride(0), (long long)vt.stride(0), (long long)W.stride(0), (int)C.stride(1),
+        (int)vt.stride(1), (int)W.stride(1));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+""".replace("        // cases: _PANEL_KERNELS\n", _panel_dispatch())
+
+_CUDA_SOURCE = r"""
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+
+namespace {
+""" + _DEVICE_SOURCE + "\n" + _HOST_SOURCE
+
+_CPP_SOURCE = ("void panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, int64_t k, int64_t w, "
+               "int64_t rpl, int64_t warps, int64_t cpw, int64_t minb);\n"
+               "void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc, "
+               "at::Tensor small, at::Tensor flags, int64_t k, int64_t w);\n"
+               "void cross(at::Tensor A, at::Tensor B, at::Tensor out);\n"
+               "void apply_rows(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor W);")
+
+_EXTENSIONS = {}
+_GRAPHS = {}
+
+
+def _extension(device: torch.device):
+    """The built extension for this device's architecture (built once, cached on disk by hash)."""
+    major, minor = torch.cuda.get_device_capability(device)
+    arch = "%d%d" % (major, minor)
+    if arch not in _EXTENSIONS:
+        from torch.utils.cpp_extension import load_inline
+
+        digest = hashlib.sha256((_CUDA_SOURCE + _CPP_SOURCE + arch).encode()).hexdigest()[:16]
+        _EXTENSIONS[arch] = load_inline(
+            name="qr_blocked_" + digest, cpp_sources=_CPP_SOURCE, cuda_sources=_CUDA_SOURCE, functions=["panel", "cholqr_panel", "cross", "apply_rows"],
+            extra_cflags=["-O3"], extra_cuda_cflags=["-O3", "-gencode=arch=compute_%s,code=sm_%s" % (arch, arch)],
+        )
+    return _EXTENSIONS[arch]
+
+
+def _widths(n: int) -> tuple[int, int]:
+    """(panel width, block width) for matrices of size n: panels of the block are factored by
+    the kernel, then the rest of the matrix is updated once per block (K = block width).
+    Taller panels hold fewer columns: a block's registers hold rows x panel width."""
+    if n <= 384:
+        nb, block = PARAMS["nb_le384"], PARAMS["block_le384"]
+    elif n <= 512:
+        nb, block = PARAMS["nb_le512"], PARAMS["block_le512"]
+    elif n <= 1024:
+        nb, block = PARAMS["nb_le1024"], PARAMS["block_le1024"]
+    elif PARAMS["panel_gt1024"] == "cholqr2":
+        nb, block = 32, PARAMS["block_gt1024"]
+    elif n <= 2048:
+        nb, block = PARAMS["nb_le2048"], PARAMS["block_gt1024"]
+    else:
+        nb, block = 8, PARAMS["block_gt1024"]
+    return nb, max(nb, block)
+
+
+def _panel_algorithm(n: int) -> str:
+    return PARAMS["panel_le512" if n <= 512 else "panel_le1024" if n <= 1024 else "panel_gt1024"]
+
+
+def _cholqr_leaf(n: int, m: int, width: int) -> bool:
+    """Whether a leaf of `width` columns and m rows is factored by Cholesky QR twice over row chunks
+    (many blocks a matrix) rather than by the one-block register kernel (which holds at most 1024
+    rows of a 32-wide panel)."""
+    return _panel_algorithm(n) == "cholqr2" and width <= 32 and (m > 1024 or m >= PARAMS["cholqr_min_rows"])
+
+
+def _rows_per_lane(m: int) -> int:
+    rpl = 4
+    while 32 * rpl < m:
+        rpl *= 2
+    return rpl
+
+
+def _shape(nb: int, rpl: int, batch: int, sms: int) -> tuple[int, int, int]:
+    """(warps, columns per warp, blocks per SM the registers are capped for) of the panel kernel:
+    nb = warps x columns per warp.  At 32 rows per lane, 32 warps (64 registers a thread) spill
+    the tile: 16 warps of two columns, one block per SM.  With more matrices than SMs a panel
+    launch runs in waves, and two blocks an SM hide each other's per-column latency (640x512:
+    8 warps of 4 columns, 2 blocks an SM, panels 2.12 -> 1.70 ms); with fewer, every block has an
+    SM of its own and 16 warps were 1% faster (60x1024)."""
+    if nb == 64:
+        return 16, 4, 1
+    if nb == 32:
+        if rpl >= 32:
+            return 16, 2, 1
+        if batch <= sms:
+            warps = PARAMS["warps_nb32_few"]
+            return warps, 32 // warps, 1
+        warps = PARAMS["warps_nb32"]
+        minb = PARAMS["panel_min_blocks_le256" if rpl <= 8 else "panel_min_blocks"]
+        # 16 warps spill at 4 blocks an SM (32 registers), 32 warps at 2
+        return warps, 32 // warps, 1 if warps == 32 else min(minb, 2) if warps == 16 else minb
+    if nb == 16:
+        return 16, 1, 1
+    return 8, 1, 1
+
+
+def _apply(c: torch.Tensor, v_t: torch.Tensor, t: torch.Tensor, src: torch.Tensor | None = None, ext=None) -> None:
+    """c <- (I - V T Vᵀ)ᵀ src (src defaults to c; else a view of the input laid out as c) with
+    v_t = Vᵀ: three cuBLAS FP32 GEMMs, the Triton kernel's tensor-core products (PARAMS update_*:
+    "tf32", one TF32 product, or "tf32x3" / "bf16x3", three split ones), or, for a narrow update of
+    a tall matrix (PARAMS narrow_gt1024 = "split"), VᵀC split over the rows and C -= V·(TᵀW) by
+    row chunks, both in exact FP32 on the CUDA cores."""
+    n = c.stride(1)  # c is a view of H
+    mode = PARAMS["update_lt512" if n < 512 else "update_le1024" if n <= 1024 else "update_gt1024"]
+    width = v_t.shape[1]
+    source = c if src is None else src
+    if n > 1024 and c.shape[2] <= PARAMS["narrow_cols_gt1024"]:
+        # A few columns of a tall matrix: a Triton program per column tile would leave the GPU idle.
+        mode = PARAMS["narrow_gt1024"]
+        if mode == "split" and width <= 64 and ext is not None and c.numel():
+            w = torch.zeros((c.shape[0], width, c.shape[2]), dtype=c.dtype, device=c.device)
+            ext.cross(v_t, source.transpose(1, 2), w)
+            ext.apply_rows(source, c, v_t, torch.bmm(t.transpose(1, 2), w))
+            return
+        if mode == "split":
+            mode = "fp32"
+    warps = PARAMS["apply_warps_le512" if n <= 512 else "apply_warps_le1024" if n <= 1024 else "apply_warps_gt1024"]
+    if mode != "fp32" and c.stride(2) == 1 and c.numel() and c.shape[0] < 65536:  # grid's y limit
+        assert source.stride() == c.stride()
+        bn = PARAMS["apply_bn"]
+        _apply_kernel[(triton.cdiv(c.shape[2], bn), c.shape[0])](
+            source, c, v_t, t, c.shape[1], c.shape[2], width, c.stride(0), c.stride(1), v_t.stride(0),
+            v_t.stride(1), t.stride(0), t.stride(1), KP=max(16, triton.next_power_of_2(width)),
+            BM=PARAMS["apply_bm"], BN=bn, STAGES=PARAMS["apply_stages"], PREC=mode, num_warps=warps)
+        return
+    if src is not None:
+        c.copy_(src)
+    update = torch.bmm(v_t, c)
+    update = torch.bmm(t.transpose(1, 2), update)
+    c.baddbmm_(v_t.transpose(1, 2), update, alpha=-1.0)
+
+
+def _block(ext, S: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, vt: torch.Tensor, t: torch.Tensor, k: int,
+           width: int, nb: int, sms: int, work: tuple) -> None:
+    """Factor columns k..k+width of S into H (rows k..n; S is H, or the input while H does not
+    hold these columns yet): on return vt[:, :width, :n-k] holds Vᵀ (rows relative to k) and
+    t[:, :width, :width] the block's T.  Wider than a panel: the left part, its reflector applied
+    to the right part, the right part, then T = [[T1, -T1 V1ᵀV2 T2], [0, T2]]."""
+    n = H.shape[-1]
+    m = n - k
+    if width <= nb:
+        if _cholqr_leaf(n, m, width):
+            ext.cholqr_panel(S, H, tau, vt, t, *work, k, width)
+        else:
+            rpl = _rows_per_lane(m)
+            ext.panel(S, H, tau, vt, t, k, width, rpl, *_shape(nb, rpl, H.shape[0], sms))
+        return
+    w1 = nb * -(-width // (2 * nb))  # half, rounded up to whole panels
+    _block(ext, S, H, tau, vt, t, k, w1, nb, sms, work)
+    right = slice(k + w1, k + width)
+    _apply(H[:, k:, right], vt[:, :w1, :m], t[:, :w1, :w1], None if S is H else S[:, k:, right], ext)
+    vt[:, w1:width, :w1].zero_()  # V2 is zero above its first row
+    _block(ext, H, H, tau, vt[:, w1:, w1:], t[:, w1:, w1:], k + w1, width - w1, nb, sms, work)
+    if m >= PARAMS["cross_min_rows"] and w1 <= 64:
+        # V1ᵀV2 split over its m rows (the kernel takes V1 of up to 64 columns): cuBLAS ran this
+        # long, thin product on a few blocks
+        cross = torch.zeros((H.shape[0], w1, width - w1), dtype=H.dtype, device=H.device)
+        ext.cross(vt[:, :w1, w1:m], vt[:, w1:width, w1:m], cross)
+    else:
+        cross = torch.bmm(vt[:, :w1, w1:m], vt[:, w1:width, w1:m].transpose(1, 2))
+    t[:, :w1, w1:width] = -torch.bmm(torch.bmm(t[:, :w1, :w1], cross), t[:, w1:width, w1:width])
+    t[:, w1:width, :w1].zero_()
+
+
+def _workspace(batch: int, n: int, device: torch.device) -> tuple:
+    """The Cholesky QR leaves' scratch: the Gram accumulator (zero between uses), the small factors, the flags."""
+    if _panel_algorithm(n) != "cholqr2":
+        return ()
+    return (torch.zeros((batch, 1024), dtype=torch.float64, device=device),
+            torch.empty((batch, 4096), dtype=torch.float64, device=device),
+            torch.empty((batch,), dtype=torch.int32, device=device))
+
+
+def _factor(H: torch.Tensor, tau: torch.Tensor, A: torch.Tensor | None = None) -> None:
+    """Factor A into H (batch x n x n, both contiguous; A defaults to H, in place), tau written.
+    The first block reads A and every element of H is written by it (its panels and the update
+    of the rest), so H needs no copy of A first: at 640x512 that copy was 0.32 of 6 ms."""
+    batch, n = H.shape[0], H.shape[-1]
+    nb, block = _widths(n)
+    ext = _extension(H.device)
+    sms = torch.cuda.get_device_properties(H.device).multi_processor_count if H.is_cuda else 1
+    vt = torch.empty((batch, block, n), dtype=H.dtype, device=H.device)
+    t = torch.empty((batch, block, block), dtype=H.dtype, device=H.device)
+    source = H if A is None else A
+    work = _workspace(batch, n, H.device)
+    for k in range(0, n, block):
+        width = min(block, n - k)
+        _block(ext, source, H, tau, vt, t, k, width, nb, sms, work)
+        if k + width < n:
+            rest = slice(k + width, n)
+            _apply(H[:, k:, rest], vt[:, :width, :n - k], t[:, :width, :width],
+                   None if source is H else source[:, k:, rest], ext)
+        source = H
+
+
+def _replay(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The factorisation of A's shape as a captured CUDA graph (captured on the first call)."""
+    key = (A.shape[0], A.shape[-1], A.device)
+    entry = _GRAPHS.get(key)
+    if entry is None:
+        a_in = torch.empty_like(A)
+        h_out = torch.empty_like(A)
+        tau_out = torch.empty((A.shape[0], A.shape[-1]), dtype=A.dtype, device=A.device)
+        a_in.copy_(A)
+        side = torch.cuda.Stream(A.device)
+        side.wait_stream(torch.cuda.current_stream(A.device))
+        with torch.cuda.stream(side):  # one eager run first: workspaces, kernel attributes
+            _factor(h_out, tau_out, a_in)
+        torch.cuda.current_stream(A.device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            _factor(h_out, tau_out, a_in)
+        entry = _GRAPHS[key] = (graph, a_in, h_out, tau_out)
+    graph, a_in, h_out, tau_out = entry
+    a_in.copy_(A)
+    graph.replay()
+    return h_out.clone(), tau_out.clone()
+
+
+def custom_kernel(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    n = A.shape[-1]
+    if not A.is_cuda or n > PARAMS["max_n"] or A.shape[0] == 0:
+        return torch.geqrf(A)
+    graph = PARAMS["graph_le384" if n <= 384 else "graph" if n <= 512 else "graph_le1024" if n <= 1024 else "graph_gt1024"]
+    if PARAMS["graph"] or graph:
+        return _replay(A.contiguous())
+    A = A.contiguous()
+    H = torch.empty_like(A)
+    tau = torch.empty((A.shape[0], n), dtype=A.dtype, device=A.device)
+    _factor(H, tau, A)
+    return H, tau
