@@ -59,7 +59,7 @@ def run_one(args: argparse.Namespace, evaluators: int, seed: int, runs_dir: Path
     from search.engine.loop import SearchLoop
     from search.engine.tuning import Tuner
     from search.evaluate.driver import OPTUNA_FILE, create_run
-    from search.evaluate.pool import queue_depths
+    from search.engine.pool import queue_depths
     from search.evaluate.simulated.virtual_pool import VirtualPool
 
     config = quality_config(args, seed, runs_dir, f"q{evaluators}-s{seed}")

@@ -29,9 +29,9 @@ from pydantic import BaseModel, ConfigDict
 from population.family import ChampionChange
 from population.models import EvalResult, State
 from population.records import DUEL_KEY, DUELS_KEY, C
-from search.evaluate.messages import EvalOutcome, EvalRequest
-from search.evaluate.pool import Lost, PoolEvent, event_id
-from search.evaluate.recheck import fresh_cases
+from search.engine.messages import EvalOutcome, EvalRequest
+from search.engine.pool import Lost, PoolEvent, event_id
+from search.engine.recheck import fresh_cases
 from search.numbers import ms as fmt_ms, significant
 from search.speedup import BASELINE_FAMILY
 

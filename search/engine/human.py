@@ -24,8 +24,8 @@ from population.events import (CURSOR_KEY, EventKind, EventOutcome, HumanEvent, 
                                inject_applied, injected_candidate, is_paused, notes_by_candidate, outcome_key)
 from population.models import Candidate, NewCandidate, Origin, State
 from population.records import C
-from search.evaluate.pool import Completed, Lost, PoolEvent, event_id
-from search.evaluate.recheck import compare, fresh_cases, parse_recheck_id, recheck_id
+from search.engine.pool import Completed, Lost, PoolEvent, event_id
+from search.engine.recheck import compare, fresh_cases, parse_recheck_id, recheck_id
 from search.speedup import BASELINE_FAMILY
 
 if TYPE_CHECKING:

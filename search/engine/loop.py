@@ -37,7 +37,7 @@ from search.engine.human import HumanChannel
 from search.engine.llm import LLMError, LLMPool
 from search.engine.llm_budget import DUPLICATE, LLMBudget
 from search.engine.llm_child import RESTORED
-from search.evaluate.pool import Completed, EvaluatorPool, Lost
+from search.engine.pool import Completed, EvaluatorPool, Lost
 from population.records import (C, DRIVER_RNG, NOTE_KEY, OPERATOR_KEY, STATUS_KEY, TRIAL_KEY, DriverStatus, llm_call_key,
                                 state_counter)
 from search.engine.proposer import Child, KernelFamily, LLMJob, Proposer, RejectedEdit, seed_children
@@ -45,7 +45,7 @@ from search.numbers import ms as fmt_ms, speedup as fmt_speedup
 from search.speedup import BASELINE_FAMILY, with_speedups
 from search.engine.tuning import Tuner
 from search.engine.work_queue import WorkQueue
-from search.evaluate.messages import EvalOutcome, EvalRequest
+from search.engine.messages import EvalOutcome, EvalRequest
 
 __all__ = ["DRIVER_RNG", "STATUS_KEY", "SearchLoop", "seed_children"]  # seed_children: moved to the proposer
 

@@ -167,7 +167,7 @@ def execute(session: RunSession, address: str | None, console: Console, grace_s:
     """Run the loop until a budget, a signal or exhaustion stops it.  Returns an exit code."""
     import ray
 
-    from search.evaluate.pool import queue_depths
+    from search.engine.pool import queue_depths
     from search.evaluate.ray_pool import RayPool, Simulation
 
     config, run, run_dir = session.config, session.run, session.run_dir

@@ -14,7 +14,7 @@ from kernels.suites import Case
 from population.models import CaseOutcome, EvalResult, State
 from population.outcomes import CaseStatus
 from search.engine.cascade import ScreenPlan, screened_estimate
-from search.evaluate.messages import EvalOutcome, EvalRequest
+from search.engine.messages import EvalOutcome, EvalRequest
 from search.numbers import ms as fmt_ms, significant
 
 __all__ = ["merge_reports", "outcome_from_reports"]

@@ -32,8 +32,8 @@ from search.config import SimulationConfig
 
 from search.evaluate.compile_ahead import CompileAhead, split_cpus
 from search.evaluate.gpu_sampler import GpuSampler
-from search.evaluate.messages import EvalOutcome, EvalRequest
-from search.evaluate.pool import Completed, Lost, PoolEvent, PoolStats, next_in_queue
+from search.engine.messages import EvalOutcome, EvalRequest
+from search.engine.pool import Completed, Lost, PoolEvent, PoolStats, next_in_queue
 
 if TYPE_CHECKING:
     from search.evaluate.simulated.worker import SimulatedWorker

@@ -37,7 +37,7 @@ from search.engine.cascade import is_screened_out
 from search.evaluate.children import ChildPool
 from search.evaluate.compile_ahead import AheadResult, CompileAhead
 from search.evaluate.device_gate import DeviceGate, Hold, RegionTurns
-from search.evaluate.messages import EvalOutcome, EvalRequest
+from search.engine.messages import EvalOutcome, EvalRequest
 from search.evaluate.outcome import merge_reports, outcome_from_reports
 
 __all__ = ["EvalOutcome", "EvalRequest", "Worker", "merge_reports", "outcome_from_reports"]

@@ -11,8 +11,8 @@ from kernels.params import Choice, IntRange, ParamSpace, read_params, render_par
 from population.models import CaseOutcome, CaseStatus, EvalResult, State
 from search.config import LLMConfig, LLMModel
 from search.engine.llm import LLMError, LLMReply
-from search.evaluate.pool import Completed, Lost, PoolStats
-from search.evaluate.messages import EvalOutcome, EvalRequest
+from search.engine.pool import Completed, Lost, PoolStats
+from search.engine.messages import EvalOutcome, EvalRequest
 
 TOY_SOURCE = '''import torch
 

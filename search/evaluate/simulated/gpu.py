@@ -22,7 +22,7 @@ from population.models import CaseOutcome, EvalResult, State
 from population.outcomes import geomean
 from search.config import SimulationConfig
 from search.engine.cascade import is_screened_out, screened_estimate
-from search.evaluate.messages import EvalOutcome, EvalRequest
+from search.engine.messages import EvalOutcome, EvalRequest
 from search.evaluate.simulated import recorded
 from search.evaluate.simulated.landscape import Landscape, stable_seed
 

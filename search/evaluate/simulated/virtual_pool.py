@@ -12,7 +12,7 @@ What an evaluation answers and how long it takes is :class:`~.gpu.GpuModel`'s, a
 actors.  The admission is RayPool's: each evaluator runs ``lanes`` requests and queues up to
 ``lookahead`` more, up to ``room_lookahead`` while its compile slots have room (the room as of
 the last event, as RayPool's last answer); with ``hold_for_ready`` a free lane starts only a
-compiled request (the first queued one that is, :func:`~search.evaluate.pool.next_in_queue`)
+compiled request (the first queued one that is, :func:`~search.engine.pool.next_in_queue`)
 and asks for one more request every ``ready_wait_s`` while none is, up to ``max_lookahead``; a request started on an
 idle evaluator with nothing queued is compiled in its evaluation (one lane) or announced then
 (several, as the worker does).  One evaluation holds the device at a time, in start order.
@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from search.config import SimulationConfig
-from search.evaluate.messages import EvalRequest
-from search.evaluate.pool import Completed, PoolEvent, PoolStats, next_in_queue
+from search.engine.messages import EvalRequest
+from search.engine.pool import Completed, PoolEvent, PoolStats, next_in_queue
 from search.evaluate.simulated.compiles import CompileSlots
 from search.evaluate.simulated.gpu import GpuModel
 

@@ -16,7 +16,7 @@ import time
 from typing import Any, Callable, Mapping
 
 from search.config import SimulationConfig
-from search.evaluate.messages import EvalOutcome, EvalRequest
+from search.engine.messages import EvalOutcome, EvalRequest
 from search.evaluate.simulated.compiles import CompileSlots
 from search.evaluate.simulated.gpu import GpuModel
 

@@ -8,7 +8,7 @@ from collections import Counter
 
 import kernels.families
 from search.config import EvaluationConfig, FamilySpec, MutationMix, RunConfig
-from search.evaluate.messages import EvalOutcome, EvalRequest
+from search.engine.messages import EvalOutcome, EvalRequest
 from tests.search.fakes import FakePool, ToyFamily, default_judge, toy_baseline
 from tests.search.engine.test_loop import make_loop
 

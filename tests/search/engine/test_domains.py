@@ -15,7 +15,7 @@ from kernels.suites import get_suite
 from population.models import CaseOutcome, CaseStatus, EvalResult, State
 from search.config import EvaluationConfig, FamilySpec, MutationMix, RunConfig
 from search.engine.domains import describe_domains, domain_cases
-from search.evaluate.messages import EvalOutcome, EvalRequest
+from search.engine.messages import EvalOutcome, EvalRequest
 from tests.search.fakes import FakePool, ToyFamily, toy_baseline
 from tests.search.engine.test_loop import make_loop
 

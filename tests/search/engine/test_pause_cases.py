@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from search.config import EvaluationConfig, MutationMix
-from search.evaluate.messages import EvalRequest
+from search.engine.messages import EvalRequest
 from tests.search.engine.test_loop import config, families, make_loop  # noqa: F401 - the fixture
 from tests.search.fakes import FakePool, default_judge
 

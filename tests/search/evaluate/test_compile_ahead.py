@@ -306,7 +306,7 @@ def test_a_screened_candidate_is_ready_once_its_screen_sizes_are_compiled(tmp_pa
 
 
 def test_the_evaluator_starts_a_compiled_candidate_before_the_head_of_its_queue():
-    from search.evaluate.pool import next_in_queue
+    from search.engine.pool import next_in_queue
 
     queue = ["c5", "c6", "c7"]
     assert next_in_queue(queue, {"c7", "c6"}, head_waited_s=3, head_limit_s=240) == 1

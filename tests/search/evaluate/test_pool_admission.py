@@ -10,7 +10,7 @@ import pytest
 
 from kernels.families import BASELINE_PATH
 from kernels.suites import get_suite
-from search.evaluate.messages import EvalRequest
+from search.engine.messages import EvalRequest
 
 ray = pytest.importorskip("ray")
 

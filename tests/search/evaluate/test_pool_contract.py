@@ -14,8 +14,8 @@ from kernels.families import BASELINE_PATH
 from kernels.harness.settings import RunLimits, TimingPolicy
 from kernels.suites import get_suite
 from population.models import State
-from search.evaluate.pool import Completed, EvaluatorPool, PoolEvent, PoolStats
-from search.evaluate.messages import EvalRequest
+from search.engine.pool import Completed, EvaluatorPool, PoolEvent, PoolStats
+from search.engine.messages import EvalRequest
 from tests.search.fakes import FakePool
 
 

@@ -13,8 +13,8 @@ from kernels.families import BASELINE_PATH
 from kernels.harness.settings import RunLimits
 from kernels.suites import get_suite
 from population.models import EvalResult, State
-from search.evaluate.messages import EvalOutcome, EvalRequest
-from search.evaluate.pool import Completed
+from search.engine.messages import EvalOutcome, EvalRequest
+from search.engine.pool import Completed
 
 ray = pytest.importorskip("ray")
 

@@ -12,8 +12,8 @@ import pytest
 
 from kernels.families import BASELINE_PATH
 from kernels.suites import get_suite
-from search.evaluate.messages import EvalRequest
-from search.evaluate.pool import Lost, PoolEvent
+from search.engine.messages import EvalRequest
+from search.engine.pool import Lost, PoolEvent
 
 ray = pytest.importorskip("ray")
 

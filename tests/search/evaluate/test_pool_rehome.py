@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from search.evaluate.pool import Lost
+from search.engine.pool import Lost
 from tests.search.evaluate.test_pool_admission import RoomActor, request, room_pool
 
 ray = pytest.importorskip("ray")

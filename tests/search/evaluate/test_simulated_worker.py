@@ -15,7 +15,7 @@ from population.models import State
 from search.config import SimulationConfig
 from search.engine.cascade import plan_screen
 from search.engine.domains import domain_cases
-from search.evaluate.messages import EvalRequest
+from search.engine.messages import EvalRequest
 from search.evaluate.simulated.compiles import CompileSlots
 from search.evaluate.simulated.recorded import load
 from search.evaluate.simulated.worker import SimulatedWorker

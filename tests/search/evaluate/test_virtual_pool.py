@@ -11,8 +11,8 @@ from kernels.suites import get_suite
 from population.store import RunStore
 from search.config import BudgetConfig, EvaluationConfig, FamilySpec, RunConfig, SimulationConfig
 from search.engine.domains import domain_cases
-from search.evaluate.messages import EvalRequest
-from search.evaluate.pool import Completed, queue_depths
+from search.engine.messages import EvalRequest
+from search.engine.pool import Completed, queue_depths
 from search.evaluate.simulated.virtual_pool import VirtualPool
 
 

@@ -24,7 +24,7 @@ from kernels.harness.settings import RunLimits, TimingPolicy
 from kernels.suites import Case
 from population.models import State
 from search.evaluate.compile_ahead import CompileAhead
-from search.evaluate.messages import EvalOutcome, EvalRequest
+from search.engine.messages import EvalOutcome, EvalRequest
 from tests.search.fake_compiler import FakeCompiler
 
 # One structure: the variants differ only in PARAMS, so their children are reused by structure;

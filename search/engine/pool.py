@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Collection, Protocol, Sequence, Union
 
-from search.evaluate.messages import EvalOutcome, EvalRequest
+from search.engine.messages import EvalOutcome, EvalRequest
 
 
 @dataclass(frozen=True)
