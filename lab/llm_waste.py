@@ -33,7 +33,7 @@ from kernels.families import FAMILIES  # noqa: E402
 from population.models import Origin, State  # noqa: E402
 from population.store import RunStore  # noqa: E402
 from search.config import RunConfig  # noqa: E402
-from search.evaluate.driver import launch  # noqa: E402
+from search.run.driver import launch  # noqa: E402
 from tests.search.fake_llm import FakeLLM  # noqa: E402
 
 KINDS = ("good edit", "crash", "hang", "wrong tau", "cached output", "secret hunt", "slow good edit",

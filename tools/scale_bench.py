@@ -261,7 +261,7 @@ def run_one(args: argparse.Namespace, gpus: int) -> dict[str, Any]:
     import ray
     from rich.console import Console
 
-    from search.evaluate.driver import launch
+    from search.run.driver import launch
 
     runs_dir = args.out / "runs"
     config = bench_config(args, gpus, runs_dir)

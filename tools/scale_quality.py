@@ -58,7 +58,7 @@ def run_one(args: argparse.Namespace, evaluators: int, seed: int, runs_dir: Path
     import kernels.families as registry
     from search.engine.loop import SearchLoop
     from search.engine.tuning import Tuner
-    from search.evaluate.driver import OPTUNA_FILE, create_run
+    from search.run.driver import OPTUNA_FILE, create_run
     from search.engine.pool import queue_depths
     from search.evaluate.simulated.virtual_pool import VirtualPool
 

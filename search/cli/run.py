@@ -102,7 +102,7 @@ def launch_command(
     """Start a search.  With no options: local Ray, every GPU present and the real search; on a
     machine without a GPU, a short demonstration on the CPU (seeds, children, champion changes in
     a few minutes); LLM mutation only if configured."""
-    from search.evaluate.driver import DriverError, launch
+    from search.run.driver import DriverError, launch
 
     try:
         if config_path is not None:
@@ -192,7 +192,7 @@ def resume_command(
                                           "local Ray)"),
 ) -> None:
     """Continue a stopped or killed run where it stopped (in-flight work is queued again)."""
-    from search.evaluate.driver import DriverError, resume
+    from search.run.driver import DriverError, resume
 
     try:
         with RunStore.open(run_dir, readonly=True) as store:

@@ -79,7 +79,7 @@ def install() -> None:
 def build(runs_dir: Path, name: str = "inspect", evals: int = EVALS) -> Path:
     """Run the search to completion and return its run directory."""
     from search.config import FamilySpec
-    from search.evaluate.driver import launch
+    from search.run.driver import launch
 
     install()
     os.environ.setdefault("OPENAI_API_KEY", "sk-test-only")

@@ -40,7 +40,7 @@ def toy_config(runs_dir: Path, name: str = "toy", **kw) -> RunConfig:
 
 
 def main(argv: list[str]) -> int:
-    from search.evaluate.driver import launch, resume
+    from search.run.driver import launch, resume
 
     run_dir, action = Path(argv[0]), argv[1]
     install(slow=True)

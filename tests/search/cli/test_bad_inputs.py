@@ -13,7 +13,7 @@ import pytest
 
 from kernels.families import BASELINE_PATH
 from search.config import RunConfig
-from search.evaluate.driver import create_run
+from search.run.driver import create_run
 from tests.search.cli.test_cli_tools import run_cli
 
 ROOT = Path(__file__).parents[3]

@@ -20,9 +20,9 @@ from kernels.families import BASELINE_PATH
 from population.models import Origin
 from search.cli.app import app
 from search.config import EvaluationConfig, FamilySpec, MutationMix, RunConfig
-from search.evaluate.budget import budget_progress
-from search.evaluate.driver import create_run
-from search.evaluate.progress import render
+from search.run.budget import budget_progress
+from search.run.driver import create_run
+from search.run.progress import render
 from search.engine.loop import SearchLoop
 from search.engine.tuning import Tuner
 from search.numbers import significant

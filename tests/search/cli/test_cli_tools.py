@@ -14,7 +14,7 @@ import typer
 from search.cli.app import app, main
 from search.cli.doc import README, render_table, updated_readme
 from search.config import RunConfig
-from search.evaluate.driver import create_run
+from search.run.driver import create_run
 from search.engine.loop import STATUS_KEY
 from search.numbers import ms, significant, speedup
 from search.inspect.sessions import session_seconds

@@ -17,7 +17,7 @@ from population.models import CaseOutcome, CaseStatus, EvalResult, NewCandidate,
 from population.run import Run
 from population.store import RunStore
 from search.config import EvaluationConfig, FamilySpec, FocusConfig, MaturationSettings, MutationMix, RunConfig
-from search.evaluate.driver import create_run
+from search.run.driver import create_run
 from search.engine.loop import SearchLoop
 from search.engine.tuning import Tuner
 from tests.search.fakes import TOY_SOURCE, FakeLLMPool, FakePool, default_judge, toy_time, toy_registry

@@ -12,7 +12,7 @@ from kernels.harness.settings import RunLimits, TimingPolicy
 from population.models import Origin, State
 from population.store import RunStore
 from search.config import BudgetConfig, EvaluationConfig, LLMConfig, LLMModel, MutationMix
-from search.evaluate.driver import launch
+from search.run.driver import launch
 from tests.search.fake_llm import FakeLLM
 from tests.search.fakes import TOY_SOURCE
 from tests.search.toy_driver import install, toy_config

@@ -11,7 +11,7 @@ from kernels.params import ParamSpace, structure_fingerprint
 from population.models import Origin, State
 from population.run import Run
 from search.config import EvaluationConfig, FamilySpec, MaturationSettings, MutationMix, RunConfig
-from search.evaluate.driver import create_run
+from search.run.driver import create_run
 from search.engine.llm import LLMError
 from search.engine.loop import SearchLoop
 from search.engine.tuning import Tuner

@@ -114,7 +114,7 @@ def test_split_cpus_keeps_timing_and_compiling_apart():
 def test_the_runs_triton_cache_and_cuda_builds_survive_resume(tmp_path, monkeypatch):
     import kernels.families
 
-    from search.evaluate.driver import create_run, open_run
+    from search.run.driver import create_run, open_run
     from tests.search.toy_driver import install, toy_config
 
     monkeypatch.setattr(kernels.families, "FAMILIES", kernels.families.FAMILIES)  # restored after the test

@@ -158,7 +158,7 @@ class Engineer(threading.Thread):
 def test_commands_against_a_running_search(tmp_path, monkeypatch):
     from rich.console import Console
 
-    from search.evaluate.driver import launch, resume
+    from search.run.driver import launch, resume
 
     install()
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-only")

@@ -14,7 +14,7 @@ import pytest
 from population.models import State
 from population.store import RunStore
 from search.config import BudgetConfig, EvaluationConfig, FamilySpec, RayConfig, RunConfig, SimulationConfig
-from search.evaluate.driver import RunSession, create_run, execute, resume
+from search.run.driver import RunSession, create_run, execute, resume
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow

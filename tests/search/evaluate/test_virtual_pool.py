@@ -97,7 +97,7 @@ def test_the_real_loop_runs_on_it(tmp_path):
     import kernels.families as registry
     from search.engine.loop import SearchLoop
     from search.engine.tuning import Tuner
-    from search.evaluate.driver import create_run
+    from search.run.driver import create_run
 
     config = RunConfig(name="virtual", runs_dir=str(tmp_path), seed=4,
                        families=[FamilySpec(name="householder_unblocked", islands=1),

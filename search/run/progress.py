@@ -12,7 +12,7 @@ from rich.text import Text
 from population.models import Origin, State
 from population.records import OPERATOR_KEY, RunCounters
 from population.store import RunStore
-from search.evaluate.budget import budget_progress
+from search.run.budget import budget_progress
 from search.engine.loop import SearchLoop
 from search.inspect.eval_seconds import STAGES, describe_evaluation_seconds, evaluation_seconds  # noqa: F401  (re-exported)
 from search.numbers import ms as fmt_ms, speedup as fmt_speedup

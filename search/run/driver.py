@@ -32,10 +32,10 @@ from search.config import ConfigError, RunConfig
 from search.engine.domains import describe_domains
 from search.engine.llm import LLMClient, LLMPool
 from search.engine.loop import SearchLoop, seed_children
-from search.evaluate.budget import budget_progress, describe_budget
+from search.run.budget import budget_progress, describe_budget
 from search.numbers import CPU_CAVEAT, ms as fmt_ms, speedup as fmt_speedup
 from search.pipes import pipe_safe
-from search.evaluate.progress import (best_per_family, describe_evaluation_seconds, describe_search, evaluation_seconds,
+from search.run.progress import (best_per_family, describe_evaluation_seconds, describe_search, evaluation_seconds,
                                       render)
 from search.run_dirs import LATEST, point_latest
 from search.engine.tuning import KnownOutcome, Tuner

@@ -16,7 +16,7 @@ import ray
 from population.models import State
 from population.store import RunStore
 from search.config import BudgetConfig, RayConfig
-from search.evaluate.driver import RunSession, create_run, execute, launch
+from search.run.driver import RunSession, create_run, execute, launch
 from search.engine.tuning import Tuner
 from tests.search.toy_driver import install, toy_config
 
@@ -56,7 +56,7 @@ def test_cpu_evaluators_end_to_end(tmp_path):
         util = store.get_json("driver/utilization")
     assert util["evaluations"] == 6 and util["driver_seconds_per_evaluation"] > 0
     # A run directory is never overwritten.
-    from search.evaluate.driver import DriverError
+    from search.run.driver import DriverError
 
     with pytest.raises(DriverError, match="already exists"):
         launch(config)
