@@ -24,7 +24,6 @@ from population.models import Candidate, NewCandidate, Origin
 
 if TYPE_CHECKING:
     from population.run import Run
-    from search.config import RunConfig
     from search.engine.tuning import Proposal, Tuner
 
 
@@ -63,7 +62,6 @@ class ProposalContext(Protocol):
     """What an operator may use: the run, the tuner, the families, the driver's RNG (seeded,
     saved with each child, so a resumed run draws on), and the proposer's duplicate check."""
 
-    config: RunConfig
     run: Run
     tuner: Tuner
     families: Mapping[str, KernelFamily]
