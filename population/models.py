@@ -29,7 +29,7 @@ class Frozen(BaseModel):
 class Origin(StrEnum):
     """The lineage kind of a candidate, which fixes its number of parents.
 
-    The search's mutation operators (``search.engine.operators``) each declare one: ``optuna``
+    The search's mutation operators (``search.mutation.operators``) each declare one: ``optuna``
     (Optuna step), ``llm`` (LLM edit), ``crossover`` (parameter crossover and LLM merge, both
     of two parents).  The driver records the operator's own name beside it, so adding an
     operator needs no new value here and stores written before keep their values.

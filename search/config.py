@@ -181,7 +181,7 @@ _LEGACY_DEFAULTS = {"llm": 0.4, "optuna": 0.5, "crossover": 0.1}  # what an omit
 
 
 def _default_mutation() -> dict[str, float]:
-    from search.engine.operators import registry
+    from search.mutation.operators import registry
 
     return {name: op.default_weight for name, op in registry().items() if op.default_weight > 0}
 
@@ -216,7 +216,7 @@ class MutationMix(RootModel[dict[str, float]]):
 
     @model_validator(mode="after")
     def _known_operators(self) -> "MutationMix":
-        from search.engine.operators import registry
+        from search.mutation.operators import registry
 
         known = registry()
         unknown = [name for name in self.root if name not in known]
@@ -236,7 +236,7 @@ class MutationMix(RootModel[dict[str, float]]):
     @classmethod
     def reference(cls) -> list[tuple[str, str, float, str]]:
         """Rows for docs/config.md: one per registered operator (name, type, default, meaning)."""
-        from search.engine.operators import registry
+        from search.mutation.operators import registry
 
         return [(name, "float", op.default_weight, op.description) for name, op in registry().items()]
 

@@ -116,7 +116,7 @@ class Probe:
         from population.store_file import StoreFile
         from search.engine.loop import SearchLoop
         from search.engine.proposer import Proposer
-        from search.engine.tuning import Tuner
+        from search.mutation.tuning import Tuner
         from search.evaluate.ray_pool import RayPool
 
         for owner, name, label in ((Tuner, "ask", "optuna ask"), (Tuner, "ask_at", "optuna ask_at"),

@@ -57,7 +57,7 @@ def quality_config(args: argparse.Namespace, seed: int, runs_dir: Path, name: st
 def run_one(args: argparse.Namespace, evaluators: int, seed: int, runs_dir: Path) -> dict[str, Any]:
     import kernels.families as registry
     from search.engine.loop import SearchLoop
-    from search.engine.tuning import Tuner
+    from search.mutation.tuning import Tuner
     from search.run.driver import OPTUNA_FILE, create_run
     from search.engine.pool import queue_depths
     from search.evaluate.simulated.virtual_pool import VirtualPool

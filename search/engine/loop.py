@@ -8,7 +8,7 @@ Each :meth:`SearchLoop.step`:
   4. fills every free evaluator: a new champion's duel first (search/engine/duels.py), then
      the pending queue (candidates with their sources),
      topping it up with the immediate operators' children (Optuna step, parameter
-     crossover; see search/engine/operators) so that no GPU waits on an LLM call;
+     crossover; see search/mutation/operators) so that no GPU waits on an LLM call;
   5. keeps the LLM operators' calls in flight (up to the configured concurrency) for later.
 
 It talks to evaluators, the LLM and Optuna through small interfaces, so tests
@@ -43,7 +43,7 @@ from population.records import (C, DRIVER_RNG, NOTE_KEY, OPERATOR_KEY, STATUS_KE
 from search.engine.proposer import Child, KernelFamily, LLMJob, Proposer, RejectedEdit, seed_children
 from search.numbers import ms as fmt_ms, speedup as fmt_speedup
 from search.speedup import BASELINE_FAMILY, with_speedups
-from search.engine.tuning import Tuner
+from search.mutation.tuning import Tuner
 from search.engine.work_queue import WorkQueue
 from search.engine.messages import EvalOutcome, EvalRequest
 

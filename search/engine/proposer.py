@@ -1,4 +1,4 @@
-"""Making children with the registered mutation operators (:mod:`search.engine.operators`).
+"""Making children with the registered mutation operators (:mod:`search.mutation.operators`).
 
 Every proposal is a :class:`population.models.NewCandidate`; the loop stores it
 and queues it for evaluation.  The proposer draws an operator by the configured
@@ -22,14 +22,14 @@ from population.models import Candidate, EvalResult, NewCandidate, Origin, canon
 from population.records import NOTE_KEY, OPERATOR_KEY, TRIAL_KEY
 from population.run import Run
 from search.config import LLMModel, RunConfig
-from search.engine import operators
+from search.mutation import operators
 from search.engine.edits import SEARCH_MISMATCH, EditError
 from search.engine.llm import LLMPool, LLMReply
 from search.engine.llm_child import RESTORED, child_file
-from search.engine.operators import Child, ImmediateOperator, KernelFamily, LLMOperator, Operator
+from search.mutation.operators import Child, ImmediateOperator, KernelFamily, LLMOperator, Operator
 from search.engine.prompt import Inspiration, ParentView, PromptAttempt, PromptContext, build_messages
 from search.speedup import BASELINE_FAMILY, with_speedups
-from search.engine.tuning import Tuner
+from search.mutation.tuning import Tuner
 
 __all__ = ["Child", "KernelFamily", "LLMJob", "NOTE_KEY", "OPERATOR_KEY", "Proposer", "RejectedEdit", "TRIAL_KEY", "seed_children"]
 

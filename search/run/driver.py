@@ -38,7 +38,7 @@ from search.pipes import pipe_safe
 from search.run.progress import (best_per_family, describe_evaluation_seconds, describe_search, evaluation_seconds,
                                       render)
 from search.run_dirs import LATEST, point_latest
-from search.engine.tuning import KnownOutcome, Tuner
+from search.mutation.tuning import KnownOutcome, Tuner
 
 CONFIG_FILE = "config.yaml"
 LOG_FILE = "driver.log"
@@ -223,7 +223,7 @@ def execute(session: RunSession, address: str | None, console: Console, grace_s:
             llm = LLMPool(LLMClient(config.llm))
             log(f"LLM mutation on: {config.llm.base_url} ({', '.join(m.name for m in config.llm.models)})")
         else:
-            from search.engine import operators
+            from search.mutation import operators
 
             immediate = [name for name, op in operators.registry().items()
                          if not op.needs_llm and name in config.mutation.weights]

@@ -37,7 +37,7 @@ from functools import cached_property
 from typing import Any, Callable, Mapping, Sequence
 
 from kernels.params import Choice, Dimension, FloatRange, IntRange, ParamSpace
-from search.engine.operators.local_step import neighbours
+from search.mutation.operators.local_step import neighbours
 from kernels.suites import Case, get_suite
 from population.models import CaseOutcome
 from population.outcomes import CaseStatus, geomean

@@ -24,7 +24,7 @@ from search.run.budget import budget_progress
 from search.run.driver import create_run
 from search.run.progress import render
 from search.engine.loop import SearchLoop
-from search.engine.tuning import Tuner
+from search.mutation.tuning import Tuner
 from search.numbers import significant
 from tests.search.cli.test_cli_tools import run_cli
 from tests.search.fakes import FakePool, ToyFamily, toy_baseline

@@ -18,7 +18,7 @@ from population.run import Run
 from search.config import EvaluationConfig, FamilySpec, MaturationSettings, MutationMix, RunConfig
 from search.engine.duels import duel_id, is_duel_id, judge, short_cases
 from search.engine.loop import SearchLoop
-from search.engine.tuning import Tuner
+from search.mutation.tuning import Tuner
 from search.run.driver import create_run
 from search.engine.messages import EvalOutcome, EvalRequest
 from tests.search.fakes import FakePool, ToyFamily, default_judge, toy_time

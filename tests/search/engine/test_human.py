@@ -19,7 +19,7 @@ from population.store import RunStore
 from search.config import EvaluationConfig, FamilySpec, FocusConfig, MaturationSettings, MutationMix, RunConfig
 from search.run.driver import create_run
 from search.engine.loop import SearchLoop
-from search.engine.tuning import Tuner
+from search.mutation.tuning import Tuner
 from tests.search.fakes import TOY_SOURCE, FakeLLMPool, FakePool, default_judge, toy_time, toy_registry
 from kernels.params import read_params
 

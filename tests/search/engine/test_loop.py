@@ -14,7 +14,7 @@ from search.config import EvaluationConfig, FamilySpec, MaturationSettings, Muta
 from search.run.driver import create_run
 from search.engine.llm import LLMError
 from search.engine.loop import SearchLoop
-from search.engine.tuning import Tuner
+from search.mutation.tuning import Tuner
 from tests.search.fakes import TOY_SOURCE, FakeLLMPool, FakePool, ToyFamily, default_judge
 
 

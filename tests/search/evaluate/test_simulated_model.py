@@ -11,7 +11,7 @@ import pytest
 
 from kernels.families import FAMILIES
 from kernels.suites import get_suite
-from search.engine.operators.local_step import moves
+from search.mutation.operators.local_step import moves
 from search.evaluate.simulated.landscape import Landscape, applies, acts_on
 from search.evaluate.simulated.recorded import DEFAULT_MODEL, MODELS_DIR, derive, load, model_json
 

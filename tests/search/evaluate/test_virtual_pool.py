@@ -96,7 +96,7 @@ def test_a_hold_ends_when_its_queue_is_taken_back():
 def test_the_real_loop_runs_on_it(tmp_path):
     import kernels.families as registry
     from search.engine.loop import SearchLoop
-    from search.engine.tuning import Tuner
+    from search.mutation.tuning import Tuner
     from search.run.driver import create_run
 
     config = RunConfig(name="virtual", runs_dir=str(tmp_path), seed=4,

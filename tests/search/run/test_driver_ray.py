@@ -17,7 +17,7 @@ from population.models import State
 from population.store import RunStore
 from search.config import BudgetConfig, RayConfig
 from search.run.driver import RunSession, create_run, execute, launch
-from search.engine.tuning import Tuner
+from search.mutation.tuning import Tuner
 from tests.search.toy_driver import install, toy_config
 
 ROOT = Path(__file__).parents[3]
@@ -219,7 +219,7 @@ def journal_problems(run_dir):
     from optuna.trial import TrialState
 
     from search.engine.proposer import TRIAL_KEY
-    from search.engine.tuning import TRIAL_ATTR_CANDIDATE, TRIAL_ATTR_DUPLICATE, TRIAL_ATTR_LOST, TRIAL_ATTR_SEED
+    from search.mutation.tuning import TRIAL_ATTR_CANDIDATE, TRIAL_ATTR_DUPLICATE, TRIAL_ATTR_LOST, TRIAL_ATTR_SEED
 
     storage = Tuner(run_dir / "optuna.journal").storage
     problems = []

@@ -6,7 +6,7 @@ from optuna.trial import TrialState
 from pydantic import model_validator
 
 from kernels.params import Choice, IntRange, ParamSpace
-from search.engine.tuning import (TRIAL_ATTR_CANDIDATE, TRIAL_ATTR_DUPLICATE, TRIAL_ATTR_LOST, TRIAL_ATTR_SKIPPED,
+from search.mutation.tuning import (TRIAL_ATTR_CANDIDATE, TRIAL_ATTR_DUPLICATE, TRIAL_ATTR_LOST, TRIAL_ATTR_SKIPPED,
                            KnownOutcome, Tuner, TunerExhausted, distributions)
 
 
@@ -181,7 +181,7 @@ def test_the_journal_is_written_in_batches_in_optunas_own_format(tmp_path):
 
 
 def test_steady_space_tpe_asks_what_optunas_tpe_asks():
-    from search.engine.tuning import SteadySpaceTPE, distributions
+    from search.mutation.tuning import SteadySpaceTPE, distributions
 
     dists = distributions(Space)
 

@@ -10,9 +10,9 @@ import population.models
 from kernels.params import render_params
 from population.models import NewCandidate, Origin
 from search.config import ConfigError, MutationMix, RunConfig
-from search.engine import operators
+from search.mutation import operators
 from search.engine.loop import SearchLoop
-from search.engine.operators import Child, ProposalContext
+from search.mutation.operators import Child, ProposalContext
 from search.engine.proposer import OPERATOR_KEY
 from tests.search.engine.test_loop import config, families, make_loop  # noqa: F401 - the fixture
 from tests.search.fakes import FakeLLMPool, FakePool

@@ -6,7 +6,7 @@ from typing import Mapping
 
 from kernels.params import render_params, structure_fingerprint
 from population.models import NewCandidate, Origin
-from search.engine.operators.base import Child, ProposalContext
+from search.mutation.operators.base import Child, ProposalContext
 
 
 class OptunaStep:
@@ -19,7 +19,7 @@ class OptunaStep:
     def propose(self, ctx: ProposalContext, family: str, island: int,
                 inflight: Mapping[str, int]) -> Child | None:
         # Imported here: optuna is heavy, and the registry must load without it (search.config).
-        from search.engine.tuning import TunerExhausted
+        from search.mutation.tuning import TunerExhausted
 
         parent = ctx.tuning_parent(family, island, inflight)
         if parent is None:

@@ -11,9 +11,9 @@ from kernels.families import FAMILIES
 from kernels.params import Choice, FloatRange, IntRange, structure_fingerprint
 from population.models import Origin, State
 from search.config import MutationMix
-from search.engine.operators.local_step import neighbourhood, neighbours, step
+from search.mutation.operators.local_step import neighbourhood, neighbours, step
 from search.engine.proposer import OPERATOR_KEY
-from search.engine.tuning import TRIAL_ATTR_CANDIDATE
+from search.mutation.tuning import TRIAL_ATTR_CANDIDATE
 from tests.search.engine.test_loop import config, families, make_loop  # noqa: F401 - the fixture
 from tests.search.fakes import TOY_SOURCE, ToySpace
 
@@ -89,7 +89,7 @@ def test_local_steps_are_trials_of_the_structures_study_and_find_the_toy_optimum
 
 
 def test_a_structure_whose_budget_is_used_gets_no_more_local_steps(tmp_path, families):
-    from search.engine.tuning import Tuner
+    from search.mutation.tuning import Tuner
 
     cfg = config(tmp_path, mutation=MutationMix({"local_step": 1.0}))
     loop = make_loop(cfg, families, max_evals=12)

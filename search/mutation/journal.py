@@ -9,7 +9,7 @@ the file in one write per :meth:`BufferedJournal.flush`.  The tuner flushes befo
 commits a child that names its trial (so the store never names a trial the file lacks) and the
 loop once per step; like the run store (SQLite WAL, ``synchronous=NORMAL``) a write is not
 fsynced, so a killed driver loses nothing that was flushed and a lost tell is settled from the
-store on resume (:meth:`search.engine.tuning.Tuner.reconcile`).  The file is Optuna's own
+store on resume (:meth:`search.mutation.tuning.Tuner.reconcile`).  The file is Optuna's own
 format, one JSON log per line: optuna-dashboard and a plain ``JournalFileBackend`` read it.
 """
 

@@ -13,7 +13,7 @@ whose driver was killed before its candidate was stored is told FAIL with
 ``lost`` when the run resumes (:meth:`Tuner.reconcile`).  Studies live in a journal file in
 the run directory, so ``resume`` continues them and optuna-dashboard reads them
 (``optuna-dashboard runs/<name>/optuna.journal``); it is written in batches
-(:mod:`search.engine.journal`): a trial is on disk once bound to its candidate, a tell once told,
+(:mod:`search.mutation.journal`): a trial is on disk once bound to its candidate, a tell once told,
 and an ask that never became a candidate with the next of those.
 """
 
@@ -33,7 +33,7 @@ from optuna.trial import FrozenTrial, TrialState
 from pydantic import ValidationError
 
 from kernels.params import Choice, FloatRange, IntRange, ParamSpace
-from search.engine.journal import BufferedJournal
+from search.mutation.journal import BufferedJournal
 
 optuna.logging.set_verbosity(logging.WARNING)
 

@@ -24,7 +24,7 @@ from population.models import Candidate, NewCandidate, Origin
 
 if TYPE_CHECKING:
     from population.run import Run
-    from search.engine.tuning import Proposal, Tuner
+    from search.mutation.tuning import Proposal, Tuner
 
 
 class KernelFamily(Protocol):

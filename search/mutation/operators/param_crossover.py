@@ -6,7 +6,7 @@ from typing import Mapping
 
 from kernels.params import render_params
 from population.models import NewCandidate, Origin
-from search.engine.operators.base import Child, ProposalContext
+from search.mutation.operators.base import Child, ProposalContext
 
 ATTEMPTS = 8  # draws of a mixed assignment before giving up (some mixes are invalid in the space)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib
 
-from search.engine.operators.base import (Child, ImmediateOperator, KernelFamily, LLMOperator, Operator,
+from search.mutation.operators.base import (Child, ImmediateOperator, KernelFamily, LLMOperator, Operator,
                                           ProposalContext)
 
 __all__ = ["BUILTIN", "Child", "ImmediateOperator", "KernelFamily", "LLMOperator", "Operator", "ProposalContext",

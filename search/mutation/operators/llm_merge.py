@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from population.models import Candidate, Origin
-from search.engine.operators.base import ProposalContext
+from search.mutation.operators.base import ProposalContext
 
 
 class LLMMerge:

@@ -25,7 +25,7 @@ from typing import Any, Iterator, Mapping
 
 from kernels.params import Choice, Dimension, FloatRange, IntRange, ParamSpace, render_params
 from population.models import NewCandidate, Origin
-from search.engine.operators.base import Child, ProposalContext
+from search.mutation.operators.base import Child, ProposalContext
 
 TWO_MOVES = 0.3  # chance that a step moves two parameters instead of one
 FLOAT_FACTOR = 1.25
@@ -112,7 +112,7 @@ class LocalStep:
     def propose(self, ctx: ProposalContext, family: str, island: int,
                 inflight: Mapping[str, int]) -> Child | None:
         # Imported here: optuna is heavy, and the registry must load without it (search.config).
-        from search.engine.tuning import TunerExhausted, point_key
+        from search.mutation.tuning import TunerExhausted, point_key
 
         tried: set[str] = set()
         for _ in range(PARENTS):
