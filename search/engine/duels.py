@@ -33,7 +33,7 @@ from search.engine.messages import EvalOutcome, EvalRequest
 from search.engine.pool import Lost, PoolEvent, event_id
 from search.engine.recheck import fresh_cases
 from search.numbers import ms as fmt_ms, significant
-from search.speedup import BASELINE_FAMILY
+from population.records import BASELINE_FAMILY
 
 if TYPE_CHECKING:
     from search.engine.loop import SearchLoop

@@ -22,7 +22,7 @@ from population.run import Run
 from population.store import RunStore
 from search.config import FocusConfig
 from search.numbers import ms as fmt_ms
-from search.speedup import BASELINE_FAMILY
+from population.records import BASELINE_FAMILY
 
 if TYPE_CHECKING:
     from population.snapshot import RunSnapshot

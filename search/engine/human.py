@@ -26,7 +26,7 @@ from population.models import Candidate, NewCandidate, Origin, State
 from population.records import C
 from search.engine.pool import Completed, Lost, PoolEvent, event_id
 from search.engine.recheck import compare, fresh_cases, parse_recheck_id, recheck_id
-from search.speedup import BASELINE_FAMILY
+from population.records import BASELINE_FAMILY
 
 if TYPE_CHECKING:
     from search.engine.loop import SearchLoop

@@ -42,7 +42,8 @@ from population.records import (C, DRIVER_RNG, NOTE_KEY, OPERATOR_KEY, STATUS_KE
                                 state_counter)
 from search.engine.proposer import Child, KernelFamily, LLMJob, Proposer, RejectedEdit, seed_children
 from search.numbers import ms as fmt_ms, speedup as fmt_speedup
-from search.speedup import BASELINE_FAMILY, with_speedups
+from population.records import BASELINE_FAMILY
+from population.speedup import with_speedups
 from search.mutation.tuning import Tuner
 from search.engine.work_queue import WorkQueue
 from search.engine.messages import EvalOutcome, EvalRequest

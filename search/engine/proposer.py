@@ -28,7 +28,8 @@ from search.engine.llm import LLMPool, LLMReply
 from search.engine.llm_child import RESTORED, child_file
 from search.mutation.operators import Child, ImmediateOperator, KernelFamily, LLMOperator, Operator
 from search.engine.prompt import Inspiration, ParentView, PromptAttempt, PromptContext, build_messages
-from search.speedup import BASELINE_FAMILY, with_speedups
+from population.records import BASELINE_FAMILY
+from population.speedup import with_speedups
 from search.mutation.tuning import Tuner
 
 __all__ = ["Child", "KernelFamily", "LLMJob", "NOTE_KEY", "OPERATOR_KEY", "Proposer", "RejectedEdit", "TRIAL_KEY", "seed_children"]

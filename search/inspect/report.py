@@ -21,7 +21,7 @@ from search.inspect import report_plots
 from search.inspect.view import RunView
 from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, speedup as fmt_speedup
 from search.inspect.report_human import human_section
-from search.speedup import BASELINE_FAMILY
+from population.records import BASELINE_FAMILY
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 24px auto; max-width: 1200px;

@@ -17,7 +17,7 @@ from typing import Any
 from population.models import State
 from search.inspect.view import RunView, normalize_reason
 from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, speedup as fmt_speedup
-from search.speedup import BASELINE_FAMILY
+from population.records import BASELINE_FAMILY
 
 # One marker per failure kind, so a reader tells a compile error from a wrong answer at a glance.
 FAILURE_MARKERS = {State.FAILED_COMPILE.value: "s", State.FAILED_VERIFY.value: "X", State.CRASHED.value: "v",

@@ -16,7 +16,8 @@ from search.run.budget import budget_progress
 from search.engine.loop import SearchLoop
 from search.inspect.eval_seconds import STAGES, describe_evaluation_seconds, evaluation_seconds  # noqa: F401  (re-exported)
 from search.numbers import ms as fmt_ms, speedup as fmt_speedup
-from search.speedup import BASELINE_FAMILY, with_speedups
+from population.records import BASELINE_FAMILY
+from population.speedup import with_speedups
 
 
 def best_per_family(loop: SearchLoop) -> list[tuple[str, str, float | None, float | None, int]]:

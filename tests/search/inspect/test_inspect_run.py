@@ -22,7 +22,7 @@ from population.lineage import ancestor_ids, family_tree
 from population.models import NewCandidate, Origin, State
 from population.store import RunStore
 from search.cli.app import app
-from search.speedup import with_speedups
+from population.speedup import with_speedups
 from tests.search.inspect_run import build
 from tests.search.inspect.test_inspect_units import parse_dot
 
