@@ -1,8 +1,10 @@
 """The search itself: ask, mutate, evaluate, tell.
 
-``loop`` runs the steady-state loop over the Protocols in :mod:`search.engine.pool`; ``proposer``
-makes children with the mutation operators (Optuna steps in ``tuning``, LLM edits through ``llm``,
-``prompt``, ``edits`` and ``llm_child``, paced by ``llm_budget``); ``cascade`` and ``domains`` decide
-where a child is timed; ``focus`` and ``human`` apply the engineer's focus and events.  Nothing here
-needs Ray, a GPU or a network to be tested.
+``loop`` runs the steady-state loop over the Protocol in ``pool`` (its ``EvalRequest`` and
+``EvalOutcome`` in ``messages``; ``recheck`` re-times a recorded result), which :mod:`search.evaluate`
+implements; ``proposer`` makes children with the mutation operators of :mod:`search.mutation` (LLM
+edits through ``llm``, ``prompt``, ``edits`` and ``llm_child``, paced by ``llm_budget``); ``cascade``
+and ``domains`` decide where a child is timed; ``duels`` times a new champion against the one it
+replaced; ``focus`` and ``human`` apply the engineer's focus and events.  Nothing here needs Ray, a
+GPU or a network to be tested.
 """
