@@ -178,7 +178,7 @@ class SearchLoop:
             for job in self.llm_jobs:
                 job.future.cancel()
             # Requests queued behind a running one (compile-ahead lookahead) have not started: pending again.
-            for cid in getattr(self.pool, "withdraw_queued", lambda: [])():
+            for cid in self.pool.withdraw_queued():
                 if self.duels.withdrawn(cid) or self.human.withdrawn(cid):
                     continue  # kept in the store as waiting: a resumed run starts it
                 self.run.requeue(cid)

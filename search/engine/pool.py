@@ -64,6 +64,11 @@ class EvaluatorPool(Protocol):
 
     def inflight(self) -> list[str]: ...
 
+    def withdraw_queued(self) -> list[str]:
+        """Take back every request not started yet (queued behind a running one), as their ids:
+        the loop returns them to pending when it stops."""
+        ...
+
     def holding(self) -> bool:
         """True while an evaluator keeps a lane free because every request queued for it is still
         compiling: the request it asks for next should be cheap to compile."""
