@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import collections
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -36,7 +36,10 @@ from search.numbers import ms as fmt_ms, significant
 from population.records import BASELINE_FAMILY
 
 if TYPE_CHECKING:
-    from search.engine.loop import SearchLoop
+    from population.run import Run
+    from search.config import RunConfig
+    from search.engine.pool import EvaluatorPool
+    from search.engine.requests import RequestFactory
 
 _MARK = ":duel:"
 SEED_BASE = 1 << 20  # duel inputs: fresh seeds, apart from those of the rechecks (recheck.SEED_STRIDE)
@@ -104,17 +107,18 @@ def judge(challenger: EvalResult, defender: EvalResult | None, state: State, pai
 class Duels:
     """The loop's duels: queued on champion changes, dispatched before new candidates, judged when they return."""
 
-    def __init__(self, loop: SearchLoop) -> None:
-        self.loop = loop
-        self.store = loop.run.store
+    def __init__(self, config: RunConfig, run: Run, pool: EvaluatorPool, requests: RequestFactory,
+                 log: Callable[[str], None]) -> None:
+        self.run, self.pool, self.requests, self.log = run, pool, requests, log
+        self.store = run.store
         saved = self.store.get_json(DUELS_KEY, {}) or {}
         self.waiting: collections.deque[Duel] = collections.deque(
             Duel.model_validate(d) for d in saved.get("pending", []))
         self.seq = int(saved.get("seq", 0))
         self.running: dict[str, Duel] = {}
         self.losses: collections.Counter[str] = collections.Counter()
-        self.below = loop.config.evaluation.duel_below_ms
-        self.margin = loop.config.maturation.min_improvement
+        self.below = config.evaluation.duel_below_ms
+        self.margin = config.maturation.min_improvement
 
     # --- queueing --------------------------------------------------------------------------
 
@@ -136,7 +140,7 @@ class Duels:
         self.seq += 1
         self.waiting.append(Duel(challenger=challenger, defender=defender, family=family, cases=cases, seq=self.seq))
         self._save()
-        self.loop.log(f"duel: {challenger} against {defender} on {', '.join(cases)}")
+        self.log(f"duel: {challenger} against {defender} on {', '.join(cases)}")
 
     def _save(self) -> None:
         pending = [d.model_dump() for d in [*self.running.values(), *self.waiting]]
@@ -152,21 +156,21 @@ class Duels:
             if request is None:
                 self._save()
                 continue
-            self.loop.pool.submit(request)
+            self.pool.submit(request)
             self.running[request.candidate_id] = duel
             return True
         return False
 
     def _request(self, duel: Duel) -> EvalRequest | None:
-        run = self.loop.run
+        run = self.run
         challenger, defender = self.store.find_candidate(duel.challenger), self.store.find_candidate(duel.defender)
         if challenger is None or defender is None:
-            self.loop.log(f"duel of {duel.challenger}: {duel.defender if challenger else duel.challenger} is gone")
+            self.log(f"duel of {duel.challenger}: {duel.defender if challenger else duel.challenger} is gone")
             return None
-        cases = fresh_cases(self.loop.bench_cases, duel.cases, SEED_BASE + duel.seq)
+        cases = fresh_cases(self.requests.bench_cases, duel.cases, SEED_BASE + duel.seq)
         if not cases:
             return None
-        return self.loop._request(challenger, run.source(challenger)).model_copy(update={
+        return self.requests(challenger, run.source(challenger)).model_copy(update={
             "candidate_id": duel_id(duel), "verify_cases": [], "profile": False, "screen": None,
             "pause_cases": None, "bench_cases": cases, "reference_source": run.source(defender)})
 
@@ -205,23 +209,23 @@ class Duels:
                         self.margin, out.reason)
         changes = self._record(duel, verdict)
         for change in changes:
-            self.loop.log(f"champion of {change.family}: {change.candidate_id} ({duel.challenger} lost a duel)")
+            self.log(f"champion of {change.family}: {change.candidate_id} ({duel.challenger} lost a duel)")
         # Whoever holds the title now faces the same defender, if its record claims to beat it (a
         # title handed on to a slower member claims nothing).
-        holder, defender = self.loop.run.champion(duel.family), self.store.find_candidate(duel.defender)
+        holder, defender = self.run.champion(duel.family), self.store.find_candidate(duel.defender)
         if verdict["holds"] is False and holder is not None and defender is not None \
                 and holder.fitness_ms is not None and defender.fitness_ms is not None \
                 and holder.fitness_ms < defender.fitness_ms * (1.0 - self.margin):
             self._queue(duel.family, holder.id, duel.defender)
 
     def _record(self, duel: Duel, verdict: dict[str, Any]) -> list[ChampionChange]:
-        run = self.loop.run
+        run = self.run
         with run.transaction():
             run.add_counters({C.DUELS: 1, C.DUELS_LOST: int(verdict["holds"] is False)})
             self.store.set_json(DUEL_KEY.format(cid=duel.challenger), {"defender": duel.defender, **verdict})
             changes = run.dispute(duel.challenger) if verdict["holds"] is False else []
             self._save()
-        self.loop.log(f"duel of {duel.challenger} against {duel.defender}: {verdict['summary']}")
+        self.log(f"duel of {duel.challenger} against {duel.defender}: {verdict['summary']}")
         return changes
 
     # --- what the loop and status read ---------------------------------------------------

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import collections
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from population.events import (CURSOR_KEY, EventKind, EventOutcome, HumanEvent, OutcomeStatus, active, describe,
                                inject_applied, injected_candidate, is_paused, notes_by_candidate, outcome_key)
@@ -29,16 +29,23 @@ from search.engine.recheck import compare, fresh_cases, parse_recheck_id, rechec
 from population.records import BASELINE_FAMILY
 
 if TYPE_CHECKING:
-    from search.engine.loop import SearchLoop
+    from population.run import Run
+    from search.engine.pool import EvaluatorPool
+    from search.engine.proposer import Proposer
+    from search.engine.requests import RequestFactory
+    from search.mutation.operators.base import KernelFamily
 
 POLL_S = 1.0
 PROMPT_NOTES = 12
 
 
 class HumanChannel:
-    def __init__(self, loop: SearchLoop) -> None:
-        self.loop = loop
-        self.store = loop.run.store
+    def __init__(self, run: Run, pool: EvaluatorPool, requests: RequestFactory, proposer: Proposer,
+                 families: Mapping[str, KernelFamily], enqueue: Callable[..., None], log: Callable[[str], None]) -> None:
+        """``enqueue(candidate, source, front=True)`` puts a candidate in the loop's queue."""
+        self.run, self.pool, self.requests, self.proposer = run, pool, requests, proposer
+        self.families, self.enqueue, self.log = families, enqueue, log
+        self.store = run.store
         self.cursor = int(self.store.get_json(CURSOR_KEY, 0) or 0)
         self.applied: list[HumanEvent] = self.store.events()
         self.applied = [e for e in self.applied if e.seq <= self.cursor]
@@ -49,7 +56,7 @@ class HumanChannel:
         self.running: dict[str, int] = {}  # recheck evaluation id -> event seq
         self._next_poll = 0.0
         self._retired_changed()
-        loop.proposer.human_notes = self.prompt_notes
+        proposer.human_notes = self.prompt_notes
 
     # --- reading and applying events -----------------------------------------------------
 
@@ -62,7 +69,7 @@ class HumanChannel:
             self._apply(event)
 
     def _apply(self, event: HumanEvent) -> None:
-        run = self.loop.run
+        run = self.run
         if event.seq in self.outcomes:  # applied by `qrsearch inject` while the run was stopped
             with run.transaction():
                 self.store.set_json(CURSOR_KEY, event.seq)
@@ -91,8 +98,8 @@ class HumanChannel:
         if outcome.status is OutcomeStatus.QUEUED:
             self.rechecks.append(event.seq)
         if queued_front:  # the next free evaluator takes it; read back once, after the commit
-            self.loop.enqueue(self.store.get_candidate(queued_front), str(event.data["source"]), front=True)
-        self.loop.log(f"human event {describe(event)} -> {outcome.status.value}"
+            self.enqueue(self.store.get_candidate(queued_front), str(event.data["source"]), front=True)
+        self.log(f"human event {describe(event)} -> {outcome.status.value}"
                       + (f" ({outcome.detail})" if outcome.detail else ""))
 
     def _record(self, outcome: EventOutcome) -> None:
@@ -119,33 +126,33 @@ class HumanChannel:
 
     def _inject(self, event: HumanEvent) -> EventOutcome:
         family = event.target
-        if family not in self.loop.proposer.searchable_families():
+        if family not in self.proposer.searchable_families():
             return self._outcome(event, OutcomeStatus.REFUSED, f"family {family} is not searched in this run")
-        cand = self.loop.run.add_candidate(injected_candidate(event))
-        self.loop.proposer.seen.add(cand.content_key)
+        cand = self.run.add_candidate(injected_candidate(event))
+        self.proposer.seen.add(cand.content_key)
         return inject_applied(event, cand.id)
 
     def _retired_changed(self) -> None:
-        self.loop.proposer.retired = frozenset(
+        self.proposer.retired = frozenset(
             e.target.partition("/")[2] for e in active(self.applied, EventKind.RETIRE))
 
     # --- re-checks -----------------------------------------------------------------------
 
     def dispatch(self) -> None:
         """Rechecks go first to the next free evaluators."""
-        pool = self.loop.pool
+        pool = self.pool
         while self.rechecks and pool.free_slots() > 0:
             seq = self.rechecks.popleft()
             event = next(e for e in self.applied if e.seq == seq)
             cand = self.store.get_candidate(event.target)
-            baseline = self.loop.families[BASELINE_FAMILY].source()
+            baseline = self.families[BASELINE_FAMILY].source()
             wanted = [str(c) for c in event.data.get("cases") or []]  # type: ignore[union-attr]
-            request = self.loop._request(cand, self.loop.run.source(cand)).model_copy(update={
+            request = self.requests(cand, self.run.source(cand)).model_copy(update={
                 "candidate_id": recheck_id(cand.id, seq), "verify_cases": [], "profile": False, "screen": None,
-                "bench_cases": fresh_cases(self.loop.bench_cases, wanted, seq), "reference_source": baseline})
+                "bench_cases": fresh_cases(self.requests.bench_cases, wanted, seq), "reference_source": baseline})
             pool.submit(request)
             self.running[request.candidate_id] = seq
-            self.loop.log(f"recheck of {cand.id} (#{seq}) started")
+            self.log(f"recheck of {cand.id} (#{seq}) started")
 
     def intercept(self, events: list[PoolEvent]) -> list[PoolEvent]:
         """Take the re-checks' results out of the pool's events; the rest go to the loop."""
@@ -161,12 +168,12 @@ class HumanChannel:
         return rest
 
     def _finish_recheck(self, seq: int, done: Completed) -> None:
-        run, out = self.loop.run, done.outcome
+        run, out = self.run, done.outcome
         event = next(e for e in self.applied if e.seq == seq)
         cand = self.store.get_candidate(event.target)
         recorded = self.store.evaluated_result(cand.id)
         assert recorded is not None  # checked when it was queued; results are never deleted
-        verdict = compare(recorded, self.loop.proposer.baseline_result(), out.state, out.result, out.reason)
+        verdict = compare(recorded, self.proposer.baseline_result(), out.state, out.result, out.reason)
         remeasure: str | None = None
         queued: tuple[Candidate, str] | None = None
         with run.transaction():
@@ -174,7 +181,7 @@ class HumanChannel:
             if not verdict["holds"]:
                 changes = run.dispute(cand.id)
                 for change in changes:
-                    self.loop.log(f"champion of {change.family}: {change.candidate_id} ({cand.id} is disputed)")
+                    self.log(f"champion of {change.family}: {change.candidate_id} ({cand.id} is disputed)")
                 new = NewCandidate(family=cand.family, island=cand.island, parent_ids=(cand.id,),
                                    origin=Origin.HUMAN, source=run.source(cand), params=cand.params,
                                    fingerprint=cand.fingerprint, generation=cand.generation)
@@ -183,8 +190,8 @@ class HumanChannel:
             self._record(self._outcome(event, OutcomeStatus.DONE, verdict["summary"], candidate_id=remeasure,
                                        data=verdict))
         if queued is not None:
-            self.loop.enqueue(*queued, front=True)
-        self.loop.log(f"recheck of {cand.id} (#{seq}): {verdict['summary']}"
+            self.enqueue(*queued, front=True)
+        self.log(f"recheck of {cand.id} (#{seq}): {verdict['summary']}"
                       + (f"; disputed, re-measuring as {remeasure}" if remeasure else ""))
 
     def withdrawn(self, rid: str) -> bool:
@@ -214,4 +221,4 @@ class HumanChannel:
 
     def status(self) -> dict[str, Any]:
         return {"paused": self.paused, "events": self.cursor, "rechecks_waiting": len(self.rechecks),
-                "rechecks_running": len(self.running), "retired": sorted(self.loop.proposer.retired)}
+                "rechecks_running": len(self.running), "retired": sorted(self.proposer.retired)}

@@ -23,14 +23,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from kernels.suites import Case, get_suite
 from population.errors import InvalidTransition
 from population.models import Candidate, EvalResult, Origin, State
 from population.rng import rng_state_to_json
 from population.run import Run
 from search.config import RunConfig
-from search.engine.cascade import plan_screen, structure_best
-from search.engine.domains import domain_cases
 from search.engine.focus import Focus
 from search.engine.duels import Duels
 from search.engine.human import HumanChannel
@@ -38,6 +35,7 @@ from search.engine.llm import LLMError, LLMPool
 from search.engine.llm_budget import DUPLICATE, LLMBudget
 from search.engine.llm_child import RESTORED
 from search.engine.pool import Completed, EvaluatorPool, Lost
+from search.engine.requests import RequestFactory
 from population.records import (C, DRIVER_RNG, NOTE_KEY, OPERATOR_KEY, STATUS_KEY, TRIAL_KEY, DriverStatus, llm_call_key,
                                 state_counter)
 from search.engine.proposer import Child, KernelFamily, LLMJob, Proposer, RejectedEdit, seed_children
@@ -46,7 +44,7 @@ from population.records import BASELINE_FAMILY
 from population.speedup import with_speedups
 from search.mutation.tuning import Tuner
 from search.engine.work_queue import WorkQueue
-from search.engine.messages import EvalOutcome, EvalRequest
+from search.engine.messages import EvalOutcome
 
 __all__ = ["DRIVER_RNG", "STATUS_KEY", "SearchLoop", "seed_children"]  # seed_children: moved to the proposer
 
@@ -97,12 +95,14 @@ class SearchLoop:
         self._no_evaluator_since: float | None = None
         self.max_evals = max_evals
         self.deadline = time.monotonic() + max_minutes * 60 if max_minutes else None
-        self.bench_cases = list(get_suite(config.evaluation.bench_suite))
-        self.verify_cases = list(get_suite(config.evaluation.verify_suite))
+        self.requests = RequestFactory(config, run, families, profiles=llm is not None)
+        self.bench_cases, self.verify_cases = self.requests.bench_cases, self.requests.verify_cases
         self._last_status = 0.0
         self.focus = Focus(config.focus, run, log)  # the objective of a focused run (search/engine/focus.py)
-        self.human = HumanChannel(self)  # the engineer's events (search/engine/human.py)
-        self.duels = Duels(self)  # new champions timed against the ones they replaced (search/engine/duels.py)
+        # the engineer's events (search/engine/human.py)
+        self.human = HumanChannel(run, pool, self.requests, self.proposer, families, self.enqueue, log)
+        # new champions timed against the ones they replaced (search/engine/duels.py)
+        self.duels = Duels(config, run, pool, self.requests, log)
         # Seconds each family's candidates took to compile ahead (a moving average of what the
         # evaluators reported): while an evaluator holds for a compiled request, cheap ones go first.
         self.compile_seconds: dict[str, float] = {}
@@ -235,40 +235,6 @@ class SearchLoop:
         if trial:
             self.tuner.tell(trial["study"], trial["number"], value)
 
-    def _request(self, cand: Candidate, source: str) -> EvalRequest:
-        cid = cand.id
-        ev = self.config.evaluation
-        family = self.families.get(cand.family) if ev.family_domains else None
-        verify_cases = domain_cases(self.verify_cases, family) if family is not None else self.verify_cases
-        bench_cases = domain_cases(self.bench_cases, family) if family is not None else self.bench_cases
-        screen = None
-        best, fitness = structure_best(self.run, cand) if cand.family != BASELINE_FAMILY else (None, None)
-        if ev.screen_cases and cand.origin is not Origin.SEED and cand.family != BASELINE_FAMILY:
-            screen = plan_screen(bench_cases, ev.screen_cases, ev.screen_margin, best, fitness)
-        return EvalRequest(
-            candidate_id=cid, family=cand.family, source=source,
-            verify_suite=ev.verify_suite, verify_cases=verify_cases, bench_suite=ev.bench_suite,
-            bench_cases=bench_cases, device=ev.device, timing=ev.timing, limits=ev.limits,
-            # Profiles feed LLM prompts only: none for the reference, none while no LLM is configured.
-            profile=ev.profile and self.llm is not None and cand.family != BASELINE_FAMILY,
-            verify_processes=ev.verify_processes, fast_gates=ev.fast_gates, screen=screen,
-            pause_compiles=ev.pause_compiles_while_timing, reuse_processes=ev.reuse_processes,
-            timing_hold=ev.timing_hold,
-            pause_cases=self._pause_cases(cand, best, bench_cases) if ev.pause_compiles_while_timing else None)
-
-    def _pause_cases(self, cand: Candidate, best: EvalResult | None, bench_cases: list[Case]) -> list[str] | None:
-        """The bench cases to time with compiles stopped: those expected under
-        ``evaluation.pause_compiles_below_ms`` by the structure best's medians, else the family
-        champion's; a case with neither is paused too.  None (all) when nothing is known."""
-        if best is None:
-            champion = self.run.champion(cand.family)
-            best = self.run.store.evaluated_result(champion.id) if champion is not None else None
-        if best is None:
-            return None
-        expected = {o.case: o.median_ms for o in best.cases if o.median_ms}
-        below = self.config.evaluation.pause_compiles_below_ms
-        return [c.name for c in bench_cases if expected.get(c.name, 0.0) < below]
-
     def _dispatch(self) -> None:
         free = self.pool.free_slots()
         while free > 0:
@@ -289,7 +255,7 @@ class SearchLoop:
             except InvalidTransition:
                 continue  # no longer pending (queued twice, or finished meanwhile): nothing to run
             self.queue.submitted(cand, item.source)
-            self.pool.submit(self._request(cand, item.source))
+            self.pool.submit(self.requests(cand, item.source))
             free -= 1
 
     def _budget_in_flight(self) -> bool:
