@@ -24,7 +24,6 @@ from typing import Any, Mapping, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from population.events import CURSOR_KEY
-from population.run import DISPUTED_KEY, POPULATION_CONFIG_KEY, evals_key
 
 __all__ = ["BASELINE_FAMILY", "CURSOR_KEY", "DISPUTED_KEY", "DRIVER_RNG", "DriverStatus", "FOCUS_REFERENCE_KEY",
            "HEARTBEAT_S", "LLMCall", "LLM_CALL_KEY", "LLM_CALL_PREFIX", "LLM_CHILD_KEY", "LLM_MODEL_COUNTER_PREFIX",
@@ -51,9 +50,15 @@ LLM_CHILD_KEY = "llm/child/{cid}"  # the model that proposed an LLM child (str)
 DUELS_KEY = "duels"  # the duels not yet judged and the last duel number (search/engine/duels.py)
 DUEL_KEY = "duel/{cid}"  # the verdict of the challenger's duel: defender, per-case ratios, holds
 FOCUS_REFERENCE_KEY = "focus/reference"  # per family: the focus reference {"candidate", "focus_ms", ...}
-# Owned by population itself, named here so that this is the whole list:
-# POPULATION_CONFIG_KEY, DISPUTED_KEY (population/run.py), CURSOR_KEY (population/events.py),
-# and "config" (the run config, written once by RunStore.create).
+# Written by population itself (population/run.py), named here so that this is the whole list:
+POPULATION_CONFIG_KEY = "population.config"
+DISPUTED_KEY = "population/disputed"  # {family: [candidate ids whose result did not reproduce]}
+# and CURSOR_KEY (population/events.py), and "config" (the run config, written once by RunStore.create).
+
+
+def evals_key(family: str) -> str:
+    return f"evals/{family}"
+
 
 # A running driver rewrites its status every couple of seconds; one older than this is a dead driver.
 HEARTBEAT_S = 30.0

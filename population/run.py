@@ -19,19 +19,14 @@ from population.errors import InvalidTransition, RunStoreError
 from population.family import ChampionChange, Family, TellReport
 from population.models import Candidate, EvalResult, NewCandidate, State, candidate_id
 from population.population import Population
+from population.records import DISPUTED_KEY, POPULATION_CONFIG_KEY, evals_key
 from population.rng import derived_rng, rng_from_json, rng_state_to_json
 from population.store import RunStore
 
-POPULATION_CONFIG_KEY = "population.config"
-DISPUTED_KEY = "population/disputed"  # {family: [candidate ids whose result did not reproduce]}
 
 
 def rng_name(family: str) -> str:
     return f"select/{family}"
-
-
-def evals_key(family: str) -> str:
-    return f"evals/{family}"
 
 
 def load_population(store: RunStore) -> Population:

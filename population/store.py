@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from population.consistency import check_consistency
 from population.errors import InvalidTransition
@@ -27,9 +27,6 @@ from population.store_file import StoreFile
 from population.store_rows import (CAND_COLS, CAND_INSERT, CHAMP_COLS, STRUCT_COLS, ChampionEntry,
                                    candidate_from_row, candidate_row, champion_from_row, structure_from_row,
                                    structure_row)
-
-if TYPE_CHECKING:
-    from population.snapshot import RunSnapshot
 
 
 class Attempt(Frozen):
@@ -337,12 +334,6 @@ class RunStore(StoreFile):
     def outcomes(self) -> dict[int, EventOutcome]:
         """What the driver made of each event, by event seq."""
         return read_outcomes(self.connection)
-
-    def snapshot(self) -> RunSnapshot:
-        """Everything the read-only commands need, read in one read transaction (see :mod:`population.snapshot`)."""
-        from population.snapshot import read_snapshot  # the snapshot module builds on this one
-
-        return read_snapshot(self)
 
     def check_consistency(self, *, deep: bool = False) -> list[str]:
         """Cross-table invariants; empty when the store is consistent (see :mod:`population.consistency`)."""

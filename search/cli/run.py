@@ -18,6 +18,7 @@ from rich.table import Table
 
 from population.errors import RunStoreError
 from population.records import BASELINE_FAMILY, DUELS_KEY, LLM_STATE_KEY
+from population.snapshot import read_snapshot
 from population.store import RunStore
 from search.cli.checks import non_negative, positive
 from search.cli.human import print_human_and_focus
@@ -213,7 +214,7 @@ def run_status(run_dir: Path) -> dict[str, Any]:
     from search.inspect.view import RunView
 
     with RunStore.open(run_dir, readonly=True) as store:
-        snap = store.snapshot()
+        snap = read_snapshot(store)
     view = RunView(run_dir, snap)
     meta = view.metadata()
     driver, counters, baseline = snap.status, snap.run_counters, snap.baseline

@@ -22,7 +22,7 @@ from kernels.suites import Case, get_suite
 from population.lineage import Lineage
 from population.models import Candidate, EvalResult, State, id_sort_key
 from population.records import BASELINE_FAMILY, LLM_STATE_KEY, NOTE_KEY, OPERATOR_KEY, TRIAL_KEY, evals_key
-from population.snapshot import RunSnapshot
+from population.snapshot import RunSnapshot, read_snapshot
 from population.store import RunStore
 from search.engine.llm_budget import model_ledger
 from search.inspect.best import CASE_NAME, best_overall, best_per_shape, case_shape, route_groups
@@ -46,7 +46,7 @@ class RunView(LineageViews):
         self.run_dir = Path(run_dir)
         if snapshot is None:
             with RunStore.open(self.run_dir, readonly=True, integrity=False) as store:
-                snapshot = store.snapshot()
+                snapshot = read_snapshot(store)
         snap = self.snapshot = snapshot
         # The snapshot's records under the names the commands have always used.
         self.config: dict[str, Any] = snap.config

@@ -1,4 +1,4 @@
-"""RunStore.snapshot(): one read of everything the read-only commands need, agreeing with the
+"""read_snapshot(store): one read of everything the read-only commands need, agreeing with the
 store's own queries, with speedups computed once; and population.lineage's in-memory walks,
 agreeing with its SQL ones.  Run on a fresh store and on one made by the previous version."""
 
@@ -13,7 +13,7 @@ import pytest
 from population import records
 from population.lineage import Lineage, ancestor_ids, family_tree
 from population.models import State
-from population.snapshot import RunSnapshot
+from population.snapshot import RunSnapshot, read_snapshot
 from population.speedup import with_speedups
 from population.store import RunStore
 from tests.population.data.make_store import T0, build
@@ -40,7 +40,7 @@ def run_dir(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
 
 def snap_of(run_dir: Path) -> RunSnapshot:
     with RunStore.open(run_dir, readonly=True) as store:
-        return store.snapshot()
+        return read_snapshot(store)
 
 
 def test_snapshot_agrees_with_the_store(run_dir: Path) -> None:

@@ -13,6 +13,7 @@ import kernels.families
 from kernels.families import FAMILIES
 from kernels.suites import get_suite
 from population.models import CaseOutcome, CaseStatus, EvalResult, State
+from population.snapshot import read_snapshot
 from search.config import EvaluationConfig, FamilySpec, MutationMix, RunConfig
 from search.engine.domains import describe_domains, domain_cases
 from search.engine.messages import EvalOutcome, EvalRequest
@@ -79,7 +80,7 @@ def test_requests_carry_only_the_familys_domain_and_speedups_compare_like_with_l
     assert all(all(c.n <= 32 for c in r.verify_cases) for r in seen["small"])
     assert len(seen["small"][0].verify_cases) < len(get_suite("smoke"))
     champ = loop.run.champion("small")
-    result = loop.run.store.snapshot().results[champ.id]  # speedups are computed when a run is read
+    result = read_snapshot(loop.run.store).results[champ.id]  # speedups are computed when a run is read
     in_domain = [c.n for c in bench if c.n <= 32]
     assert result.baseline_geomean_ms == pytest.approx(math.exp(sum(map(math.log, in_domain)) / len(in_domain)))
     assert result.speedup == pytest.approx(2.0)

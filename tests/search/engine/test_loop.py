@@ -10,6 +10,7 @@ from kernels.families import BASELINE_PATH
 from kernels.params import ParamSpace, structure_fingerprint
 from population.models import Origin, State
 from population.run import Run
+from population.snapshot import read_snapshot
 from search.config import EvaluationConfig, FamilySpec, MaturationSettings, MutationMix, RunConfig
 from search.run.driver import create_run
 from search.engine.llm import LLMError
@@ -63,7 +64,7 @@ def test_runs_to_budget_and_learns(tmp_path, families):
     assert champ is not None and champ.fitness_ms <= 1.5
     # Times are stored; the speedup against the baseline (10 ms) is filled in when the run is read.
     assert store.get_result(champ.id).speedup is None
-    assert store.snapshot().results[champ.id].speedup == pytest.approx(10.0 / champ.fitness_ms)
+    assert read_snapshot(store).results[champ.id].speedup == pytest.approx(10.0 / champ.fitness_ms)
     # Optuna children share their parent's structure; the studies hold their trials.
     for c in cands:
         if c.origin is Origin.OPTUNA:
