@@ -81,8 +81,8 @@ def _provide_task_module(source: str) -> None:
         return
     task = types.ModuleType("task", "qr_v2's task types, standing in for GPU MODE's task.py")
     # Bounds as strings: naming torch's types needs no torch import here.
-    task.input_t = TypeVar("input_t", bound="torch.Tensor")  # type: ignore[attr-defined]
-    task.output_t = TypeVar("output_t", bound="tuple[torch.Tensor, torch.Tensor]")  # type: ignore[attr-defined]
+    task.input_t = TypeVar("input_t", bound="torch.Tensor")  # type: ignore[attr-defined]  # noqa: F821 (a string bound)
+    task.output_t = TypeVar("output_t", bound="tuple[torch.Tensor, torch.Tensor]")  # type: ignore[attr-defined]  # noqa: F821 (a string bound)
     task.TestSpec = TestSpec  # type: ignore[attr-defined]
     sys.modules["task"] = task
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import time
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,6 @@ from search.inspect import report_plots
 from search.inspect.view import RunView
 from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, speedup as fmt_speedup
 from search.inspect.report_human import human_section
-from population.records import BASELINE_FAMILY
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 24px auto; max-width: 1200px;
