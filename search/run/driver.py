@@ -83,7 +83,9 @@ def _init_ray(config: RunConfig, address: str | None) -> None:
         else:
             if config.ray.fake_gpus:
                 kwargs["num_gpus"] = config.ray.fake_gpus
-            ray.init(**kwargs)
+            # "local": start a Ray of our own.  A plain ray.init() first looks for a running cluster
+            # through /tmp/ray/ray_current_cluster, and hangs on one that file names but is gone.
+            ray.init(address="local", **kwargs)
     except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception when its node times out
         where = f"the Ray cluster at {address}" if address else "a local Ray instance"
         raise DriverError(f"could not start or reach {where}: {' '.join(str(exc).split())}; the run is "
