@@ -193,6 +193,7 @@ class LLMCall(_Record):
     rejected: str | None = None
     kind: str | None = None
     duplicate: bool | None = None
+    operator: str | None = None  # the LLM operator that chose the parents (stores before it: none)
 
 
 class Utilization(_Record):

@@ -32,13 +32,13 @@ from search.engine.focus import Focus
 from search.engine.duels import Duels
 from search.engine.human import HumanChannel
 from search.engine.llm import LLMError, LLMPool
-from search.engine.llm_budget import DUPLICATE, LLMBudget
+from search.engine.llm_budget import LLMBudget
+from search.engine.llm_calls import record_answer
 from search.engine.llm_child import RESTORED
 from search.engine.pool import Completed, EvaluatorPool, Lost
 from search.engine.requests import RequestFactory
-from population.records import (C, DRIVER_RNG, NOTE_KEY, OPERATOR_KEY, STATUS_KEY, TRIAL_KEY, DriverStatus, llm_call_key,
-                                state_counter)
-from search.engine.proposer import Child, KernelFamily, LLMJob, Proposer, RejectedEdit, seed_children
+from population.records import (C, DRIVER_RNG, NOTE_KEY, OPERATOR_KEY, STATUS_KEY, TRIAL_KEY, DriverStatus, state_counter)
+from search.engine.proposer import Child, KernelFamily, LLMJob, Proposer
 from search.numbers import ms as fmt_ms, speedup as fmt_speedup
 from population.records import BASELINE_FAMILY
 from population.speedup import with_speedups
@@ -46,7 +46,7 @@ from search.mutation.tuning import Tuner
 from search.engine.work_queue import WorkQueue
 from search.engine.messages import EvalOutcome
 
-__all__ = ["DRIVER_RNG", "STATUS_KEY", "SearchLoop", "seed_children"]  # seed_children: moved to the proposer
+__all__ = ["SearchLoop"]
 
 MAX_LOSSES = 3
 
@@ -293,8 +293,8 @@ class SearchLoop:
     def _propose_now(self) -> bool:
         """An immediate operator's child for an evaluator that would otherwise idle."""
         # LLM calls in flight hold their place: their answers must still find room in the budget.
-        if self.max_evals is not None and self._evals_committed() + len(self.pool.inflight()) + len(self.queue) \
-                + len(self.llm_jobs) >= self.max_evals:
+        room = self._evals_room()
+        if room is not None and room - len(self.llm_jobs) <= 0:
             return False
         inflight = self._inflight_by_structure()
         for family in self._families_in_order():
@@ -330,9 +330,7 @@ class SearchLoop:
             return
         # Jobs count until collected, so an instant answer cannot start calls without end; the
         # budget bounds calls plus unevaluated LLM children by what the evaluators can take.
-        eval_room = None if self.max_evals is None else \
-            self.max_evals - self._evals_committed() - len(self.pool.inflight()) - len(self.queue)
-        room = self.llm_budget.room(len(self.llm_jobs), self.pool.size, eval_room)
+        room = self.llm_budget.room(len(self.llm_jobs), self.pool.size, self._evals_room())
         while room > 0 and self.llm.free_slots > 0:
             model = self.llm_budget.pick(self.rng)
             families = self._families_in_order()
@@ -365,26 +363,7 @@ class SearchLoop:
             self.stats.llm_calls += 1
             made = self.proposer.finish_llm(job, reply)
             with self.run.transaction():
-                n = self.run.store.add_counters({C.LLM_CALLS: 1, C.LLM_PROMPT_TOKENS: reply.prompt_tokens,
-                                                 C.LLM_COMPLETION_TOKENS: reply.completion_tokens,
-                                                 C.LLM_COST_USD: reply.cost_usd})[C.LLM_CALLS]
-                record = {"model": reply.model, "prompt_tokens": reply.prompt_tokens,
-                          "completion_tokens": reply.completion_tokens, "cost_usd": reply.cost_usd,
-                          "latency_s": round(reply.latency_s, 3), "family": job.family,
-                          "parents": [p.id for p in job.parents], "operator": job.operator, "at": time.time()}
-                child_id, kind = None, DUPLICATE
-                if isinstance(made, Child):
-                    child_id = self._store_child(made)
-                    record.update(child=child_id, params=made.params_origin)
-                elif isinstance(made, RejectedEdit):
-                    cand = self.run.add_candidate(made.new)
-                    self.run.tell(cand.id, State.REJECTED, reason=made.reason)
-                    self.run.store.set_json(OPERATOR_KEY.format(cid=cand.id), made.operator)
-                    record.update(child=cand.id, rejected=made.reason, kind=made.kind)
-                    kind = made.kind
-                else:
-                    record["duplicate"] = True
-                self.run.store.set_json(llm_call_key(int(n)), record)
+                child_id, kind = record_answer(self.run, job, reply, made, self._store_child)
                 # Counted under the model the job asked for: that is whose share and streak it moves.
                 self.llm_budget.answered(job.model, reply.prompt_tokens, reply.completion_tokens, reply.cost_usd,
                                          rejection=None if child_id else kind, child=child_id,
@@ -410,6 +389,13 @@ class SearchLoop:
 
     def _evals_committed(self) -> int:
         return int(self.run.store.counter(C.GPU_EVALUATIONS))
+
+    def _evals_room(self) -> int | None:
+        """What ``max_evals`` leaves after the evaluations committed, running and pending (None: no
+        evaluation budget); proposals and LLM calls are bounded by it."""
+        if self.max_evals is None:
+            return None
+        return self.max_evals - self._evals_committed() - len(self.pool.inflight()) - len(self.queue)
 
     def _check_evaluators(self) -> None:
         """Stop (resumable) once no evaluator has been up for ``ray.no_evaluator_minutes``, after one

@@ -31,12 +31,13 @@ from search.evaluate.compile_ahead import evaluator_env
 from search.config import ConfigError, RunConfig
 from search.engine.domains import describe_domains
 from search.engine.llm import LLMClient, LLMPool
-from search.engine.loop import SearchLoop, seed_children
+from search.engine.loop import SearchLoop
+from search.engine.proposer import seed_children
 from search.run.budget import budget_progress, describe_budget
 from search.numbers import CPU_CAVEAT, ms as fmt_ms, speedup as fmt_speedup
 from search.pipes import pipe_safe
-from search.run.progress import (best_per_family, describe_evaluation_seconds, describe_search, evaluation_seconds,
-                                      render)
+from search.run.progress import best_per_family, describe_search, render
+from search.inspect.eval_seconds import describe_evaluation_seconds, evaluation_seconds
 from search.run_dirs import LATEST, point_latest
 from search.mutation.tuning import KnownOutcome, Tuner
 
