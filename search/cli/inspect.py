@@ -23,8 +23,8 @@ from rich.table import Table
 from population.errors import RunStoreError
 from population.models import State
 from search.cli.runs import existing_run
-from search.cli.lineage_render import (CURRENT_MARK, FORMER_MARK, STATE_STYLE, ancestry_tree, item_label,  # noqa: F401
-                                       lineage_dot, lineage_tree, node_label)  # (item_label, node_label re-exported)
+from search.cli.lineage_render import (CURRENT_MARK, FORMER_MARK, STATE_STYLE, ancestry_tree, lineage_dot,
+                                       lineage_tree)
 from search.inspect.view import InspectError, RunView
 from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, speedup as fmt_speedup
 

@@ -14,7 +14,6 @@ from population.records import OPERATOR_KEY, RunCounters
 from population.store import RunStore
 from search.run.budget import budget_progress
 from search.engine.loop import SearchLoop
-from search.inspect.eval_seconds import STAGES, describe_evaluation_seconds, evaluation_seconds  # noqa: F401  (re-exported)
 from search.numbers import ms as fmt_ms, speedup as fmt_speedup
 from population.records import BASELINE_FAMILY
 from population.speedup import with_speedups

@@ -15,7 +15,7 @@ from search.cli.app import app, main
 from search.cli.doc import README, render_table, updated_readme
 from search.config import RunConfig
 from search.run.driver import create_run
-from search.engine.loop import STATUS_KEY
+from population.records import STATUS_KEY
 from search.numbers import ms, significant, speedup
 from search.inspect.sessions import session_seconds
 

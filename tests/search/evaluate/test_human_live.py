@@ -27,7 +27,7 @@ from population.events import EventKind, EventWriter, new_event, read_events, re
 from population.models import Origin, State
 from population.store import RunStore
 from search.config import BudgetConfig, EvaluationConfig, FamilySpec, LLMConfig, LLMModel, MutationMix
-from search.engine.loop import STATUS_KEY
+from population.records import STATUS_KEY
 from tests.search.fake_llm import FakeLLM
 from tests.search.inspect_run import NOT_APPLYING, SHAPED_SOURCE, install
 from tests.search.toy_driver import toy_config

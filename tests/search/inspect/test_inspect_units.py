@@ -17,7 +17,7 @@ from population.lineage import ancestor_ids, family_tree
 from population.models import CaseOutcome, CaseStatus, EvalResult, NewCandidate, Origin, State
 from population.run import Run
 from population.store import RunStore
-from search.cli.inspect import item_label, lineage_dot
+from search.cli.lineage_render import item_label, lineage_dot
 from search.inspect.export import ExportError, Plan, Route, compose, export_composite, prepare
 from search.inspect.view import RunView
 
@@ -455,7 +455,7 @@ def test_composite_of_triton_families_runs_in_the_interpreter(monkeypatch, tmp_p
 
 def test_a_chain_thousands_deep_needs_no_recursion(tmp_path):
     from population.models import candidate_id
-    from search.cli.inspect import lineage_tree
+    from search.cli.lineage_render import lineage_tree
 
     deep = 3000
     with RunStore.create(tmp_path / "deep", json.dumps({"name": "deep"})) as store:
