@@ -19,7 +19,7 @@ from kernels.harness.settings import RunLimits, TimingPolicy
 from population.config import FamilyConfig as PopulationFamilyConfig
 from population.config import MigrationConfig as PopulationMigration
 from population.config import PopulationConfig, SelectionConfig, SelectionKind, Topology
-from population.records import BASELINE_FAMILY  # re-exported: search.config.BASELINE_FAMILY
+from population.records import BASELINE_FAMILY
 
 
 class _Section(BaseModel):
@@ -40,6 +40,9 @@ class FamilySpec(_Section):
 
 # Keys of ``evaluation:`` before the timing settings moved into the harness's models: old key ->
 # (section, field).  They still load (a FutureWarning says where they went; docs/config.md lists them).
+# The release that stops reading the deprecated keys below (LEGACY_MUTATION_KEYS too).
+DEPRECATED_REMOVED_IN = "0.2.0"
+
 DEPRECATED_EVALUATION_KEYS: dict[str, tuple[str, str]] = {
     "case_timeout_s": ("limits", "case_timeout_s"),
     "startup_timeout_s": ("limits", "startup_timeout_s"),
@@ -148,7 +151,8 @@ class EvaluationConfig(_Section):
             moved.append(f"{old} -> {section}.{field}")
         # FutureWarning, not DeprecationWarning: the reader is whoever wrote the YAML, and Python
         # shows FutureWarning to end users by default.
-        warnings.warn("deprecated evaluation keys (they still work; see docs/config.md): " + ", ".join(moved),
+        warnings.warn(f"deprecated evaluation keys (they still work; removed in {DEPRECATED_REMOVED_IN}; see "
+                      "docs/config.md): " + ", ".join(moved),
                       FutureWarning, stacklevel=2)
         return data
 
@@ -209,7 +213,8 @@ class MutationMix(RootModel[dict[str, float]]):
         weights = {new: old[key] for key, names in LEGACY_MUTATION_KEYS.items() for new in names}
         # FutureWarning is shown to users by default, once per process since it is raised from
         # this one line (old files and stores keep working; they only hear about it).
-        warnings.warn("mutation: the keys llm/optuna/crossover are deprecated; they now read as "
+        warnings.warn(f"mutation: the keys llm/optuna/crossover are deprecated (removed in {DEPRECATED_REMOVED_IN}); "
+                      "they now read as "
                       + ", ".join(f"{k}: {v:g}" for k, v in weights.items()) + " (see docs/config.md)",
                       FutureWarning, stacklevel=1)
         return weights

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from search.config import DEPRECATED_EVALUATION_KEYS, LEGACY_MUTATION_KEYS, LLM_MODELS_EXAMPLE, MutationMix, RunConfig
+from search.config import DEPRECATED_EVALUATION_KEYS, DEPRECATED_REMOVED_IN, LEGACY_MUTATION_KEYS, LLM_MODELS_EXAMPLE, MutationMix, RunConfig
 
 
 def _type_name(annotation: object) -> str:
@@ -30,7 +30,8 @@ def _mapping_section(model: type[MutationMix], prefix: str, lines: list[str]) ->
             for name, kind, default, meaning in model.reference()]
     legacy = ", ".join(f"`{old}` as {' and '.join(f'`{n}`' for n in new)}" for old, new in LEGACY_MUTATION_KEYS.items())
     lines += [f"## {title}", "", doc, "", "| field | type | default | meaning |", "|---|---|---|---|", *rows, "",
-              f"Deprecated: the old keys still load, with a warning: {legacy} (one weight for both). "
+              f"Deprecated (removed in {DEPRECATED_REMOVED_IN}): the old keys still load, with a warning: {legacy} "
+              "(one weight for both). "
               "Old and new keys cannot be mixed in one mapping.", ""]
 
 
@@ -114,7 +115,8 @@ def render() -> str:
              "Examples: `runs/smoke.yaml`, `runs/h200.yaml`, `runs/multi-gpu.yaml`.", ""]
     _section(RunConfig, "", lines)
     lines += ["## Deprecated keys", "",
-              "Still accepted (with a warning) and moved to their new place; a key given both ways is an error.", "",
+              f"Still accepted (with a warning) and moved to their new place until {DEPRECATED_REMOVED_IN}, which "
+              "removes them; a key given both ways is an error.", "",
               "| old key | use instead |", "|---|---|",
               *(f"| `evaluation.{old}` | `evaluation.{section}.{field}` |"
                 for old, (section, field) in DEPRECATED_EVALUATION_KEYS.items()), ""]
