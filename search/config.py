@@ -367,10 +367,10 @@ class SimulationConfig(_Section):
                               "not scaled, so a large scale tests the driver harder than a real cluster would)")
     landscape_seed: int = Field(0, description="picks each family's optimum and knob weights in the synthetic "
                                 "landscape of per-case times")
-    compile_slots: int = Field(4, ge=1, description="candidates a simulated GPU compiles ahead at once (run m's host "
-                               "had 14 compile processes, up to 4 a candidate)")
+    compile_slots: int = Field(4, ge=1, description="candidates a simulated GPU compiles ahead at once (the recorded "
+                               "H200 host had 14 compile processes, up to 4 a candidate)")
     failure_rate: Optional[float] = Field(None, ge=0, le=1, description="the chance that an evaluation fails its "
-                                          "verify stage; none: its family's recorded rate (run m: none of 250 failed)")
+                                          "verify stage; none: its family's recorded rate (recorded: none of 250 failed)")
 
 
 class FocusConfig(_Section):

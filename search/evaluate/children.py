@@ -6,7 +6,7 @@ Importing torch and Triton is host work, 1-3 s of a start.  So a spare starts in
 is spawned at once, on CPUs other than the timing ones, and imports with no hold (a bench job
 may run meanwhile); once it says "loaded", its watcher thread waits for a shared hold, tells it
 to create its context, puts it among the spares when it is warm and releases the hold.  A bench
-job therefore waits only for contexts being created, not for imports (run j: a bench job waited
+job therefore waits only for contexts being created, not for imports (on an H200 a bench job waited
 0.85 s per evaluation for spares that held the gate from spawn).  A child a stage starts directly
 (:meth:`ChildPool.new_child`) starts whole under that stage's hold.
 
@@ -59,7 +59,7 @@ class ChildPool:
         self.startup_timeout_s = RunLimits().startup_timeout_s  # the latest request's, for spares
         # Five families and the reference take turns: with 3 kept, most evaluations found their
         # structure's children closed and started new ones, and each start held the device gate
-        # until warm (run j, 5 families: 0.56-1.44 s of settling per evaluation; run h, 3: 0.03 s).
+        # until warm (H200, 5 families: 0.56-1.44 s of settling per evaluation; 3 families: 0.03 s).
         # Six structures keep about 30 children, each with a device context (about 0.5 GB).
         self.max_kept_structures = 6
         # Spares import while a timed call may run: on the CPUs the timing child does not use.

@@ -123,7 +123,7 @@ class _Compile:
     announced: float = field(default_factory=time.monotonic)
     # Never stopped by pause(): a CUDA C++ build holds torch's build lock (a file) while it runs,
     # and every process that loads that extension, a timing child included, waits for the lock:
-    # stopped while holding it, it deadlocked an H200 search (run j: the timed job, its retry and
+    # stopped while holding it, it deadlocked an H200 search (the timed job, its retry and
     # the rest of the run waited 6 minutes on a SIGSTOPped ``ninja``).
     pausable: bool = True
 

@@ -230,7 +230,7 @@ class DeviceGate:
 
 
 class RegionTurns:
-    """A bench job's turns on a gate (:class:`kernels.harness.runner.Turns`): it holds the gate
+    """A bench job's turns on a gate (:class:`kernels.harness.hooks.Turns`): it holds the gate
     shared, and exclusively for each timed region its child asks for.
 
     Between two regions the shared hold is asked for anew rather than downgraded: a lane

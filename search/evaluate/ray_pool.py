@@ -194,8 +194,8 @@ class RayPool:
     queued one that is ready, and asks the loop for one more request every ``ready_wait_s``
     while none is (up to ``max_lookahead`` queued), so a cheap child proposed meanwhile runs
     while a long compile goes on; the head still starts once it has waited its case timeout.
-    Without it, the lane starts the head and the evaluator waits inside it (run h: 0.55 s of
-    every 2.4 s evaluation, the GPU idle)."""
+    Without it, the lane starts the head and the evaluator waits inside it (on an H200: 0.55 s of
+    every 2.4 s evaluation, the GPU idle; docs/search-performance.md)."""
 
     workdir: Path
     gpus: int

@@ -10,7 +10,7 @@ on one machine.
 
 - ``recorded.py`` — the recorded run as data (stage times, screen and failure counts by family,
   timing noise) and how it is derived from a device-run folder (``tools/sim_model.py``);
-  ``h200-run-m.json`` is run m's.
+  ``h200-run-m.json`` is a 10-minute H200 search's (docs/search-performance.md).
 - ``landscape.py`` — per-case times of any candidate of a registered family: its parameters'
   distance from a seeded optimum, times the recorded seed times, with the recorded noise.
 - ``compiles.py`` — compile-ahead as an evaluator's pool of compile slots in time.

@@ -241,7 +241,7 @@ class FamilyLandscape:
         return self.reference_ms[case.name] * (ratio or 1.0)
 
     def geomean_ms(self, params: Mapping[str, Any]) -> float:
-        """The noise-free fitness over the recorded cases (the family's domain in run m)."""
+        """The noise-free fitness over the recorded cases (the family's domain in the recorded run)."""
         value = geomean([self.true_ms(params, c) for c in self.cases.values()])
         assert value is not None
         return value
