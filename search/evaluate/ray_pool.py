@@ -33,6 +33,7 @@ from search.config import SimulationConfig
 from search.evaluate.compile_ahead import CompileAhead, split_cpus
 from search.evaluate.gpu_sampler import GpuSampler
 from search.engine.messages import EvalOutcome, EvalRequest
+from search.evaluate.admission import Admission
 from search.engine.pool import Completed, Lost, PoolEvent, PoolStats, next_in_queue
 
 if TYPE_CHECKING:
@@ -254,19 +255,16 @@ class RayPool:
         return self._running(slot) + len(slot.queue)
 
     @property
+    def _admission(self) -> Admission:
+        return Admission(self.lanes, self.lookahead, self.max_lookahead, self.room_lookahead)
+
+    @property
     def _room_cap(self) -> int:
-        return self.max_lookahead if self.room_lookahead is None else self.room_lookahead
+        return self._admission.room_cap
 
     def _capacity(self, slot: _Slot) -> int:
-        """Requests the slot may hold: ``lanes`` running and ``lookahead`` queued, or as many as
-        it held when it last had compile room plus that room (one more compile each), with at
-        most ``room_lookahead`` queued; while it holds a lane for a compiled request, one more than
-        it held when it last asked, with at most ``max_lookahead`` queued.  It changes only with
-        an answer (or a hold), never with a submit, so free_slots() and submit() agree."""
-        lanes = max(1, self.lanes)
-        held = slot.starved_load + 1 if slot.starved_load is not None else 0  # one more while starved
-        return max(lanes + self.lookahead, min(lanes + self._room_cap, slot.room_load + slot.room),
-                   min(lanes + self.max_lookahead, held))
+        """Requests the slot may hold (the rule: :class:`search.evaluate.admission.Admission`)."""
+        return self._admission.capacity(slot.room_load, slot.room, slot.starved_load)
 
     def _ask_room(self) -> None:
         """Collect the evaluators' answers to "how many more could you compile now?" and ask

@@ -133,3 +133,36 @@ def test_compile_room_takes_at_most_room_lookahead_and_a_hold_up_to_max_lookahea
         assert pool._capacity(slot) == 1 + 4
     finally:
         ray.kill(actor, no_restart=True)
+
+
+# --- the rule alone (search/evaluate/admission.py): no actors -------------------------------
+
+
+def test_an_evaluator_holds_its_lanes_and_lookahead_without_an_answer():
+    from search.evaluate.admission import Admission
+
+    rule = Admission(lanes=2, lookahead=1, max_lookahead=4)
+    assert rule.capacity(room_load=0, room=0, starved_load=None) == 3
+    assert rule.free(load=2, room_load=0, room=0, starved_load=None) == 1
+    assert rule.free(load=5, room_load=0, room=0, starved_load=None) == 0  # never negative
+    assert Admission(lanes=0).capacity(0, 0, None) == 1  # no lanes configured: one
+
+
+def test_compile_room_adds_what_it_held_plus_its_room_up_to_the_cap():
+    from search.evaluate.admission import Admission
+
+    rule = Admission(lanes=1, lookahead=1, max_lookahead=4)
+    assert rule.room_cap == 4
+    assert rule.capacity(room_load=2, room=1, starved_load=None) == 3
+    assert rule.capacity(room_load=2, room=9, starved_load=None) == 5  # lanes + max_lookahead
+    capped = Admission(lanes=1, lookahead=1, max_lookahead=4, room_lookahead=2)
+    assert capped.room_cap == 2 and capped.capacity(room_load=2, room=9, starved_load=None) == 3
+
+
+def test_a_starved_lane_asks_for_one_more_than_it_held_up_to_max_lookahead():
+    from search.evaluate.admission import Admission
+
+    rule = Admission(lanes=1, lookahead=0, max_lookahead=3, room_lookahead=0)
+    assert rule.capacity(room_load=0, room=0, starved_load=1) == 2
+    assert rule.capacity(room_load=0, room=0, starved_load=2) == 3
+    assert rule.capacity(room_load=0, room=0, starved_load=9) == 4  # lanes + max_lookahead
