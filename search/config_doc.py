@@ -110,7 +110,7 @@ ITEM_NOTES = {"families": _registered_families, "llm.models": _llm_models_exampl
 
 def render() -> str:
     lines = ["# Run configuration reference", "",
-             "Generated from `search/config.py` by `python -m search.config_doc`; a test keeps it current.",
+             "Generated from `search/config/` by `python -m search.config_doc`; a test keeps it current.",
              "A run config is YAML; every key is optional; unknown keys are errors that name the field and the file.",
              "Examples: `runs/smoke.yaml`, `runs/h200.yaml`, `runs/multi-gpu.yaml`.", ""]
     _section(RunConfig, "", lines)
