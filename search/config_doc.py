@@ -12,14 +12,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from search.config import DEPRECATED_EVALUATION_KEYS, DEPRECATED_REMOVED_IN, LEGACY_MUTATION_KEYS, LLM_MODELS_EXAMPLE, MutationMix, RunConfig
+from search.config import MutationMix, RunConfig
+from search.config.evaluation import DEPRECATED_EVALUATION_KEYS
+from search.config.mutation import LEGACY_MUTATION_KEYS
+from search.config.sections import DEPRECATED_REMOVED_IN, LLM_MODELS_EXAMPLE
 
 
 def _type_name(annotation: object) -> str:
     text = str(annotation).replace("typing.", "")
     for prefix in ("<class '", "'>"):
         text = text.replace(prefix, "")
-    return text.replace("search.config.", "")
+    return re.sub(r"search\.config\.(?:\w+\.)?", "", text)  # the package and its modules
 
 
 def _mapping_section(model: type[MutationMix], prefix: str, lines: list[str]) -> None:

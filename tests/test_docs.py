@@ -142,7 +142,8 @@ def test_the_config_reference_documents_every_field_nested_ones_included():
 
 
 def test_the_priced_models_example_loads_and_is_in_the_reference():
-    from search.config import LLM_MODELS_EXAMPLE, RunConfig
+    from search.config import RunConfig
+    from search.config.sections import LLM_MODELS_EXAMPLE
 
     config = RunConfig.model_validate(yaml.safe_load(LLM_MODELS_EXAMPLE))
     assert config.llm.enabled and len(config.llm.models) == 2

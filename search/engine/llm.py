@@ -17,7 +17,8 @@ from typing import Mapping
 
 import openai
 
-from search.config import LLMConfig, LLMModel
+from search.config import LLMConfig
+from search.config.sections import LLMModel
 
 
 class LLMError(RuntimeError):

@@ -30,7 +30,8 @@ from typing import Any, Callable, Mapping, Sequence
 from population.models import State
 from population.records import LLM_CHILD_KEY, LLM_MODEL_COUNTER_PREFIX, LLM_STATE_KEY
 from population.store import RunStore
-from search.config import LLMConfig, LLMModel
+from search.config import LLMConfig
+from search.config.sections import LLMModel
 
 # The keys live in population/records.py (the one record of what the driver stores); the short names stay.
 COUNTER_PREFIX = LLM_MODEL_COUNTER_PREFIX  # llm_model/<field>/<model name, may hold '/'>

@@ -21,7 +21,8 @@ from kernels.suites import get_suite
 from population.models import Candidate, EvalResult, NewCandidate, Origin, canonical_params
 from population.records import NOTE_KEY, OPERATOR_KEY, TRIAL_KEY
 from population.run import Run
-from search.config import LLMModel, RunConfig
+from search.config import RunConfig
+from search.config.sections import LLMModel
 from search.mutation import operators
 from search.engine.edits import SEARCH_MISMATCH, EditError
 from search.engine.llm import LLMPool, LLMReply

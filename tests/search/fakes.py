@@ -9,7 +9,8 @@ from typing import Annotated, Any, Callable
 
 from kernels.params import Choice, IntRange, ParamSpace, read_params, render_params
 from population.models import CaseOutcome, CaseStatus, EvalResult, State
-from search.config import LLMConfig, LLMModel
+from search.config import LLMConfig
+from search.config.sections import LLMModel
 from search.engine.llm import LLMError, LLMReply
 from search.engine.pool import Completed, Lost, PoolStats
 from search.engine.messages import EvalOutcome, EvalRequest

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import kernels.families
 from kernels.harness.settings import RunLimits, TimingPolicy
-from search.config import BudgetConfig, EvaluationConfig, LLMConfig, LLMModel, MaturationSettings, MutationMix
+from search.config import BudgetConfig, EvaluationConfig, LLMConfig, MaturationSettings, MutationMix
+from search.config.sections import LLMModel
 from tests.search.fake_llm import FakeLLM
 from tests.search.fakes import ToyFamily, toy_baseline
 from tests.search.toy_driver import toy_config

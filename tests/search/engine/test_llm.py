@@ -2,7 +2,8 @@ import time
 
 import pytest
 
-from search.config import LLMConfig, LLMModel
+from search.config import LLMConfig
+from search.config.sections import LLMModel
 from search.engine.llm import LLMClient, LLMError, LLMPool, call_cost
 from tests.search.fake_llm import FakeLLM
 

@@ -8,7 +8,8 @@ import random
 import pytest
 
 from population.store import RunStore
-from search.config import LLMConfig, LLMModel
+from search.config import LLMConfig
+from search.config.sections import LLMModel
 from search.engine.llm_budget import LLMBudget, read_ledger
 
 

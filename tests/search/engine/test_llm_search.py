@@ -11,7 +11,8 @@ import pytest
 from kernels.harness.settings import RunLimits, TimingPolicy
 from population.models import Origin, State
 from population.store import RunStore
-from search.config import BudgetConfig, EvaluationConfig, LLMConfig, LLMModel, MutationMix
+from search.config import BudgetConfig, EvaluationConfig, LLMConfig, MutationMix
+from search.config.sections import LLMModel
 from search.run.driver import launch
 from tests.search.fake_llm import FakeLLM
 from tests.search.fakes import TOY_SOURCE

@@ -26,7 +26,8 @@ from kernels.harness.settings import RunLimits, TimingPolicy
 from population.events import EventKind, EventWriter, new_event, read_events, read_outcomes
 from population.models import Origin, State
 from population.store import RunStore
-from search.config import BudgetConfig, EvaluationConfig, FamilySpec, LLMConfig, LLMModel, MutationMix
+from search.config import BudgetConfig, EvaluationConfig, FamilySpec, LLMConfig, MutationMix
+from search.config.sections import LLMModel
 from population.records import STATUS_KEY
 from tests.search.fake_llm import FakeLLM
 from tests.search.inspect_run import NOT_APPLYING, SHAPED_SOURCE, install
