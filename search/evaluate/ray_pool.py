@@ -30,7 +30,8 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
 from search.config import SimulationConfig
 
-from search.evaluate.compile_ahead import CompileAhead, split_cpus
+from search.evaluate.compile_ahead import CompileAhead
+from search.evaluate.placement import split_cpus
 from search.evaluate.gpu_sampler import GpuSampler
 from search.engine.messages import EvalOutcome, EvalRequest
 from search.evaluate.admission import Admission

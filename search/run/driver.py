@@ -27,7 +27,7 @@ from population.models import State
 from population.records import SESSIONS_KEY, UTILIZATION_KEY, C, Session, Utilization, dump
 from population.rng import derived_rng
 from population.run import Run
-from search.evaluate.compile_ahead import evaluator_env
+from search.evaluate.placement import evaluator_env
 from search.config import ConfigError, RunConfig
 from search.engine.domains import describe_domains
 from search.engine.llm import LLMClient, LLMPool

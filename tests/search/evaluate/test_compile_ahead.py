@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from kernels.harness.settings import RunLimits, TimingPolicy
-from search.evaluate.compile_ahead import CompileAhead, evaluator_env, run_cache_dir, split_cpus
+from search.evaluate.compile_ahead import CompileAhead
+from search.evaluate.placement import evaluator_env, run_cache_dir, split_cpus
 from tests.search.fake_compiler import FakeCompiler
 
 
