@@ -1,0 +1,118 @@
+"""The evaluator actor: one Ray actor per GPU (or a few on CPU) around a Worker, or a simulated
+one.  It never touches CUDA itself (its worker's children do), so it survives any candidate;
+:class:`search.evaluate.ray_pool.RayPool` drives it."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import ray
+from pydantic import BaseModel, ConfigDict
+
+from search.config import SimulationConfig
+
+from search.evaluate.compile_ahead import CompileAhead
+from search.evaluate.placement import split_cpus
+from search.evaluate.gpu_sampler import GpuSampler
+from search.engine.messages import EvalRequest
+
+if TYPE_CHECKING:
+    from search.evaluate.simulated.worker import SimulatedWorker
+    from search.evaluate.worker import Worker
+
+
+class Simulation(BaseModel):
+    """What a simulated evaluator is built from: the run's ``simulation:`` settings and its seed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    settings: SimulationConfig
+    seed: int
+
+
+def _host_gpu_count() -> int:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return int(pynvml.nvmlDeviceGetCount())
+    except Exception:
+        return 1
+
+
+def _make_worker(workdir: str, env_extra: dict[str, str], name: str, compile_ahead: bool, lanes: int = 1,
+                 simulation: str | None = None) -> Worker | SimulatedWorker:
+    """The evaluator's Worker: on a GPU, with compile-ahead on its slice of the host's CPUs; or with
+    ``simulation`` (a :class:`Simulation` as JSON) a simulated GPU."""
+    if simulation is not None:
+        from search.evaluate.simulated.worker import SimulatedWorker
+
+        sim = Simulation.model_validate_json(simulation)
+        return SimulatedWorker(sim.settings, sim.seed, name=name, lanes=lanes, compile_ahead=compile_ahead)
+    # Imported here, in the actor: the worker's harness imports torch, which neither the driver
+    # (it only drives actors) nor a simulated evaluator needs.
+    from search.evaluate.worker import Worker
+
+    ahead = None
+    timing_cpus = None
+    if compile_ahead and env_extra.get("TRITON_INTERPRET") != "1" and "TRITON_CACHE_DIR" in env_extra:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+        index = int(visible) if visible.isdigit() else 0
+        timing_cpus, compile_cpus = split_cpus(sorted(os.sched_getaffinity(0)), index, _host_gpu_count())
+        try:
+            ahead = CompileAhead(Path(env_extra["TRITON_CACHE_DIR"]), Path(workdir) / name / "ahead",
+                                 sorted(compile_cpus), env_extra=env_extra)
+        except ImportError:  # no ahead-of-time compiler in this build: the JIT compiles in verify
+            ahead = None
+    return Worker(Path(workdir) / name, env_extra, name=name, ahead=ahead, timing_cpus=timing_cpus, lanes=lanes)
+
+
+# "ahead" runs prefetch (announcing the next candidates) while evaluate runs in the default group,
+# which the pool creates with ``max_concurrency=lanes``: one thread per lane.  With more than one
+# lane Ray executes the actor's calls out of order (it refuses in-order execution for threaded
+# actors); the "ahead" group still has one thread, and the worker ignores a prefetch that comes
+# after its evaluation began.
+# "waits" holds the pool's "tell me when one of these is compiled" question, which blocks for up
+# to its timeout: in "ahead" it would hold back the prefetches behind it.
+@ray.remote(max_restarts=-1, max_task_retries=0, concurrency_groups={"ahead": 1, "waits": 1})  # type: ignore[call-overload]
+class EvaluatorActor:
+    def __init__(self, workdir: str, env_extra: dict[str, str], name: str, compile_ahead: bool = False,
+                 lanes: int = 1, simulation: str | None = None) -> None:
+        self.name = name
+        self.worker = _make_worker(workdir, env_extra, name, compile_ahead, lanes, simulation)
+        # The run's GPU-utilisation series, beside its store (run_dir/gpu-util/, for run_timeline.py).
+        series = Path(workdir).parent / "gpu-util" / f"{name}.tsv"
+        measured = env_extra.get("TRITON_INTERPRET") != "1" and simulation is None
+        self.sampler = GpuSampler(series=series) if measured else None
+
+    def ping(self) -> dict[str, Any]:
+        return {"name": self.name, "pid": os.getpid(), "host": socket.gethostname(),
+                "gpus": os.environ.get("CUDA_VISIBLE_DEVICES", ""), "node": ray.get_runtime_context().get_node_id()}
+
+    def evaluate(self, request_json: str) -> str:
+        return self.worker.evaluate(EvalRequest.model_validate_json(request_json)).model_dump_json()
+
+    @ray.method(concurrency_group="ahead")
+    def prefetch(self, request_json: str) -> bool:
+        return self.worker.prefetch(EvalRequest.model_validate_json(request_json))
+
+    @ray.method(concurrency_group="ahead")  # after the prefetches sent before it, in order
+    def compiled(self, candidate_ids: list[str]) -> list[str]:
+        return self.worker.compiled(candidate_ids)
+
+    @ray.method(concurrency_group="ahead")
+    def compile_room(self) -> int:
+        return self.worker.compile_room()
+
+    @ray.method(concurrency_group="waits")
+    def ready_within(self, candidate_ids: list[str], timeout_s: float) -> list[str]:
+        return self.worker.ready_within(candidate_ids, timeout_s)
+
+    def utilization(self) -> float | None:
+        return self.sampler.mean() if self.sampler else None
+
+    def shutdown(self) -> None:
+        self.worker.close()
