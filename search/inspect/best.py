@@ -3,19 +3,13 @@
 
 from __future__ import annotations
 
-import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kernels.suites import Case
 from population.models import Candidate, id_sort_key
 from population.outcomes import geomean
 from population.records import BASELINE_FAMILY
-
-if TYPE_CHECKING:
-    from search.inspect.view import RunView
-
-
-CASE_NAME = re.compile(r"^(?P<case>[a-z]+)-(?P<batch>\d+)x(?P<n>\d+)-c(?P<cond>[0-9.e+-]+)$")
+from search.inspect.view import CASE_NAME, RunView
 
 
 def case_shape(name: str, suite: dict[str, Case] | None = None) -> tuple[int, int] | None:

@@ -25,14 +25,15 @@ from population.records import BASELINE_FAMILY, LLM_STATE_KEY, NOTE_KEY, OPERATO
 from population.snapshot import RunSnapshot, read_snapshot
 from population.store import RunStore
 from search.engine.llm_budget import model_ledger
-from search.inspect.best import CASE_NAME, best_overall, best_per_shape, case_shape, route_groups
 from search.inspect.human_view import HumanView
 from search.inspect.lineage_view import Item, LineageViews, Node
 from search.inspect.sessions import session_seconds
 
 # Re-exported: the views' users import these from here.
-__all__ = ["InspectError", "Item", "Node", "RunView", "best_overall", "best_per_shape", "case_shape",
-           "normalize_reason", "route_groups"]
+__all__ = ["CASE_NAME", "InspectError", "Item", "Node", "RunView", "normalize_reason"]
+
+# A benchmark case's name: its kind, batch x n and condition number (``dense-640x512-c2``).
+CASE_NAME = re.compile(r"^(?P<case>[a-z]+)-(?P<batch>\d+)x(?P<n>\d+)-c(?P<cond>[0-9.e+-]+)$")
 
 
 class InspectError(ValueError):

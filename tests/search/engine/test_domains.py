@@ -100,7 +100,8 @@ def test_domains_off_times_every_family_everywhere(tmp_path, ranged):
 
 def test_the_composite_fallback_is_timed_on_every_case(tmp_path, ranged):
     from search.inspect.export import plan_composite
-    from search.inspect.view import RunView, best_overall
+    from search.inspect.best import best_overall
+    from search.inspect.view import RunView
 
     def judge(request: EvalRequest) -> EvalOutcome:
         # The small family is much faster where it runs: over its domain alone it has the best geomean.
