@@ -57,7 +57,7 @@ def _age(stamp: float | None, now: float) -> str:
 def describe_runs(folder: Path) -> list[dict[str, Any]]:
     """One row per run in ``folder``: name, state, age, evaluations, best family and speedup."""
     from population.errors import RunStoreError
-    from search.cli.run import run_status
+    from search.inspect.status import run_status
 
     latest = (folder / LATEST).resolve() if (folder / LATEST).is_symlink() else None
     now = time.time()
