@@ -163,10 +163,12 @@ class Tuner:
             self._studies[name] = study
         return self._studies[name]
 
-    def _indexed(self, study: optuna.Study) -> _StudyIndex:
-        """The study's index, brought up to date with trials added since the last call."""
+    def _indexed(self, study: optuna.Study, trials: list[FrozenTrial] | None = None) -> _StudyIndex:
+        """The study's index, brought up to date with trials added since the last call (``trials``:
+        the study's trials as just read; each read copies the list of all of them)."""
         index = self._index.get(study.study_name)
-        trials = study.get_trials(deepcopy=False)
+        if trials is None:
+            trials = study.get_trials(deepcopy=False)
         if index is None:
             index = self._index[study.study_name] = _StudyIndex()
             index.used = sum(_evaluated(t) for t in trials)
@@ -187,11 +189,12 @@ class Tuner:
             index.waiting = still
         return index
 
-    def _asked_keys(self, study: optuna.Study) -> set[tuple]:
-        index = self._indexed(study)
+    def _asked_keys(self, study: optuna.Study, trials: list[FrozenTrial] | None = None) -> set[tuple]:
+        if trials is None:
+            trials = study.get_trials(deepcopy=False)
+        index = self._indexed(study, trials)
         if not index.waiting:
             return index.keys
-        trials = study.get_trials(deepcopy=False)
         return index.keys | {self._key(study, trials[n]) for n in index.waiting}
 
     def trials_used(self, family: str, fingerprint: str) -> int:
@@ -250,7 +253,7 @@ class Tuner:
         if not trials and parent_value is not None:
             self._tell_seed(study, dists, parent_params, parent_id, parent_value)
             trials = study.get_trials(deepcopy=False)
-        if self.trials_used(family, fingerprint) >= self.trials_per_structure:
+        if self._indexed(study, trials).used >= self.trials_per_structure:
             raise TunerExhausted(f"{study.study_name} used its {self.trials_per_structure} trials")
         return study, dists, trials
 
@@ -264,7 +267,7 @@ class Tuner:
         study, dists, trials = self._open(family, fingerprint, space, parent_params, parent_id, parent_value)
         if set(dists) != set(params):
             raise TunerExhausted(f"parameters {sorted(params)} do not match the space {sorted(dists)}")
-        if point_key(params) in self._asked_keys(study):
+        if point_key(params) in self._asked_keys(study, trials):
             return None
         study.enqueue_trial(dict(params))
         trial = study.ask(dists)
