@@ -51,6 +51,9 @@ class StoredRows(Mapping[str, V]):
         self._path, self._keys = path, frozenset(keys)
         self._one = f"SELECT {value} FROM {table} WHERE {key} = ?"
         self._all = f"SELECT {key}, {value} FROM {table}"
+        self._field = f"SELECT {key}, json_extract({value}, ?) FROM {table}"
+        self._each = (f"SELECT {table}.{key}, json_extract(j.value, '$.case'), json_extract(j.value, '$.status'), "
+                      f"json_extract(j.value, '$.median_ms') FROM {table}, json_each({table}.{value}, ?) j")
         self._parse = parse
         self._rows: dict[str, V] = {}
         self._conn: sqlite3.Connection | None = None
@@ -89,6 +92,19 @@ class StoredRows(Mapping[str, V]):
                 if key in self._keys and key not in self._rows:
                     self._rows[key] = self._parse(text)
         return self._rows
+
+    def extract(self, json_path: str) -> dict[str, Any]:
+        """One field of every row's JSON value (``$.finished_at``), read by SQLite without parsing
+        the rows (a 50,000-result store parses in seconds, extracts one field in a fraction)."""
+        return {k: v for k, v in self._connection().execute(self._field, (json_path,)) if k in self._keys}
+
+    def case_times(self, json_path: str = "$.cases") -> Iterator[tuple[str, str, str, float | None]]:
+        """(key, case, status, median_ms) of each element of every row's ``json_path`` array, in
+        array order, read by SQLite without parsing the rows (best per case on a store of 50,000
+        results: half a second, where parsing them took five)."""
+        for row in self._connection().execute(self._each, (json_path,)):
+            if row[0] in self._keys:
+                yield row
 
     def values(self):  # type: ignore[override]
         return self.load_all().values()

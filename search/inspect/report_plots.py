@@ -64,6 +64,22 @@ def _baseline_line(ax: Any, view: RunView, limits: tuple[float, float] | None) -
         ax.axhline(base, color="black", linestyle="--", linewidth=1, label=f"torch.geqrf {fmt_ms(base, unit=True)}")
 
 
+SCATTER_POINTS = 2000  # points per family in a scatter plot; more are sampled evenly in time
+
+
+def sampled(items: list[Any], limit: int) -> list[Any]:
+    """At most ``limit`` of ``items`` (in their order), evenly spaced, the first and last kept: a
+    scatter of 50,000 evaluations takes seconds to draw and reads no better than 2,000."""
+    if len(items) <= limit:
+        return items
+    step = (len(items) - 1) / (limit - 1)
+    return [items[round(i * step)] for i in range(limit)]
+
+
+def shown_note(items: list[Any], shown: list[Any]) -> str:
+    return "" if len(shown) == len(items) else f", {len(shown)} shown"
+
+
 def evaluations_figure(view: RunView) -> bytes:
     """Every finished evaluation per family against minutes since the run started: verified
     ones at their geomean, failures in a band under the axis by kind, best so far on top."""
@@ -78,17 +94,19 @@ def evaluations_figure(view: RunView) -> bytes:
         minutes = {c.id: max(0.0, view.finished_at(c.id) - t0) / 60 for c in done}
         ok = [c for c in done if c.state is State.VERIFIED and c.fitness_ms]
         limits = fitted_range([c.fitness_ms for c in ok])  # type: ignore[misc]  # each family its own range
-        ax.scatter([minutes[c.id] for c in ok], [c.fitness_ms for c in ok], s=18, color="#1f77b4", alpha=0.75,
-                   label=f"verified ({len(ok)})", zorder=2)
+        shown = sampled(ok, SCATTER_POINTS)
+        ax.scatter([minutes[c.id] for c in shown], [c.fitness_ms for c in shown], s=18, color="#1f77b4",
+                   alpha=0.75, label=f"verified ({len(ok)}{shown_note(ok, shown)})", zorder=2)
         floor = limits[0] * 1.08 if limits else 1.0  # the failure band sits just above the axis bottom
         for state, marker in FAILURE_MARKERS.items():
             failed = [c for c in done if c.state.value == state]
             if not failed:
                 continue
             top = Counter(normalize_reason(c.reason or "")[0] for c in failed).most_common(1)[0][0]
-            ax.scatter([minutes[c.id] for c in failed], [floor] * len(failed), marker=marker, s=30,
+            marks = sampled(failed, SCATTER_POINTS // 4)
+            ax.scatter([minutes[c.id] for c in marks], [floor] * len(marks), marker=marker, s=30,
                        color="#b3261e", alpha=0.8, zorder=3,
-                       label=f"{state} ({len(failed)}): {top[:48]}")
+                       label=f"{state} ({len(failed)}{shown_note(failed, marks)}): {top[:48]}")
         best: list[tuple[float, float]] = []
         for c in ok:
             if not best or c.fitness_ms < best[-1][1]:  # type: ignore[operator]
@@ -127,6 +145,9 @@ def progress_figure(view: RunView) -> bytes:
     for i, (family, points) in enumerate((f, p) for f, p in series.items() if f != BASELINE_FAMILY):
         if not points:
             continue
+        # The step line changes only where the best improved: those points and the last draw the
+        # same line as every evaluation's (50,000 of them took seconds to lay out).
+        points = [p for p in points[:-1] if p["improved"]] + points[-1:]
         xs = [p["eval"] for p in points]
         ys = [p["best_ms"] for p in points]
         speed = view.speedup(points[-1]["candidate"])

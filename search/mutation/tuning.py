@@ -19,10 +19,11 @@ and an ask that never became a candidate with the next of those.
 
 from __future__ import annotations
 
+
 import logging
 import random
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -127,6 +128,11 @@ class Tuner:
         # study -> trial number -> point_key of its params: a trial's point never changes once
         # it is asked, and every ask compares the new point with all of them.
         self._keys: dict[str, dict[int, tuple]] = {}
+        # study -> what every ask needs of its trials, kept up to date as trials are added
+        # (a study only grows, and a trial's point is fixed once asked): the points asked, and the
+        # trials that became candidates.  Scanning every trial per ask cost O(trials) per
+        # proposal, 9 ms an evaluation at 64 GPUs with a few thousand trials.
+        self._index: dict[str, _StudyIndex] = {}
 
     def _key(self, study: optuna.Study, trial: FrozenTrial) -> tuple:
         if trial.state == TrialState.WAITING:  # enqueued: its point is not its params until asked
@@ -157,9 +163,43 @@ class Tuner:
             self._studies[name] = study
         return self._studies[name]
 
+    def _indexed(self, study: optuna.Study, trials: list[FrozenTrial] | None = None) -> _StudyIndex:
+        """The study's index, brought up to date with trials added since the last call (``trials``:
+        the study's trials as just read; each read copies the list of all of them)."""
+        index = self._index.get(study.study_name)
+        if trials is None:
+            trials = study.get_trials(deepcopy=False)
+        if index is None:
+            index = self._index[study.study_name] = _StudyIndex()
+            index.used = sum(_evaluated(t) for t in trials)
+        for trial in trials[index.covered:]:
+            if trial.state == TrialState.WAITING:
+                index.waiting.append(trial.number)
+            else:
+                index.keys.add(self._key(study, trial))
+        index.covered = len(trials)
+        if index.waiting:  # enqueued points become their params when asked
+            still = []
+            for number in index.waiting:
+                trial = trials[number]
+                if trial.state == TrialState.WAITING:
+                    still.append(number)
+                else:
+                    index.keys.add(self._key(study, trial))
+            index.waiting = still
+        return index
+
+    def _asked_keys(self, study: optuna.Study, trials: list[FrozenTrial] | None = None) -> set[tuple]:
+        if trials is None:
+            trials = study.get_trials(deepcopy=False)
+        index = self._indexed(study, trials)
+        if not index.waiting:
+            return index.keys
+        return index.keys | {self._key(study, trials[n]) for n in index.waiting}
+
     def trials_used(self, family: str, fingerprint: str) -> int:
         """Trials that became candidates (the seed point, invalid and duplicate asks cost no evaluation)."""
-        return sum(_evaluated(t) for t in self.study(family, fingerprint).get_trials(deepcopy=False))
+        return self._indexed(self.study(family, fingerprint)).used
 
     def ask(self, family: str, fingerprint: str, space: type[ParamSpace], parent_params: Mapping[str, Any],
             max_invalid: int = 50, parent_id: str | None = None, parent_value: float | None = None) -> Proposal:
@@ -213,7 +253,7 @@ class Tuner:
         if not trials and parent_value is not None:
             self._tell_seed(study, dists, parent_params, parent_id, parent_value)
             trials = study.get_trials(deepcopy=False)
-        if self.trials_used(family, fingerprint) >= self.trials_per_structure:
+        if self._indexed(study, trials).used >= self.trials_per_structure:
             raise TunerExhausted(f"{study.study_name} used its {self.trials_per_structure} trials")
         return study, dists, trials
 
@@ -227,7 +267,7 @@ class Tuner:
         study, dists, trials = self._open(family, fingerprint, space, parent_params, parent_id, parent_value)
         if set(dists) != set(params):
             raise TunerExhausted(f"parameters {sorted(params)} do not match the space {sorted(dists)}")
-        if point_key(params) in {self._key(study, t) for t in trials}:
+        if point_key(params) in self._asked_keys(study, trials):
             return None
         study.enqueue_trial(dict(params))
         trial = study.ask(dists)
@@ -239,8 +279,7 @@ class Tuner:
 
     def asked(self, family: str, fingerprint: str) -> set[tuple]:
         """The points this structure's study holds (any state), as :func:`point_key` keys."""
-        study = self.study(family, fingerprint)
-        return {self._key(study, t) for t in study.get_trials(deepcopy=False)}
+        return set(self._asked_keys(self.study(family, fingerprint)))
 
     def _unseen_point(self, space: type[ParamSpace], seen: set[tuple], salt: int) -> dict[str, Any] | None:
         rng = random.Random(self.seed * 7_919 + salt)
@@ -282,6 +321,9 @@ class Tuner:
         """Key the trial by the candidate that will be evaluated for it; on disk before the store
         commits the candidate that names the trial."""
         proposal.trial.set_user_attr(TRIAL_ATTR_CANDIDATE, candidate_id)
+        index = self._index.get(proposal.study)
+        if index is not None:  # an asked trial, never a seed's or an echo's: one more evaluated
+            index.used += 1
         self.flush()
 
     def flush(self) -> None:
@@ -354,6 +396,14 @@ class Tuner:
             return None
         best = min(done, key=lambda t: t.value)  # type: ignore[arg-type, return-value]
         return dict(best.params), float(best.value)  # type: ignore[arg-type]
+
+
+@dataclass
+class _StudyIndex:
+    covered: int = 0  # trials indexed (a study's trials only grow, in number order)
+    keys: set[tuple] = field(default_factory=set)  # point keys of indexed trials not waiting
+    waiting: list[int] = field(default_factory=list)  # enqueued, not asked yet
+    used: int = 0  # trials that became candidates (trials_used)
 
 
 def _evaluated(trial: FrozenTrial) -> bool:

@@ -74,6 +74,11 @@ class ProposalContext(Protocol):
         """True once per (source, params): a False child would repeat an existing candidate."""
         ...
 
+    def untried(self, parent_source_sha256: str, params: Mapping[str, Any]) -> bool:
+        """True once per (parent source, params): a False one was rendered and judged before (the
+        same text would come out), so an operator need not render and hash it again."""
+        ...
+
 
 @runtime_checkable
 class Operator(Protocol):

@@ -32,6 +32,8 @@ class ParamCrossover:
         source = ctx.run.source(a)
         for _ in range(ATTEMPTS):
             params = {k: (a.params if ctx.rng.random() < 0.5 else b.params)[k] for k in a.params}
+            if not ctx.untried(a.source_sha256, params):
+                continue  # rendered before from this parent's text: the same child again
             try:
                 space(**params)
             except Exception:

@@ -155,3 +155,51 @@ def test_the_baseline_is_parsed_once_and_a_source_hashed_once(tmp_path, families
     assert len(hashed) == 1 and cand.source_sha256 == real(new.source)
     # A copy with another source gets its own hash, not the original's.
     assert new.model_copy(update={"source": "y"}).source_sha256 == real("y")
+
+
+def test_param_crossover_renders_a_parents_point_once(monkeypatch):
+    """Converged mates give the same few mixes over and over: each (parent text, params) is
+    rendered and hashed once (untried), then passed over, and a fresh mix still comes out."""
+    import random
+    from types import SimpleNamespace
+    from typing import Annotated
+
+    from kernels.params import Choice, ParamSpace
+    from population.models import Candidate, State, canonical_params, candidate_id, source_hash
+    from search.engine.operators import param_crossover as pc
+
+    class Space(ParamSpace):
+        a: Annotated[int, Choice(1, 2)] = 1
+        b: Annotated[int, Choice(1, 2)] = 1
+
+    source = "# qrsearch: params\nPARAMS = {\"a\": 1, \"b\": 1}\n# qrsearch: end params\n"
+
+    def cand(seq, params):
+        return Candidate(id=candidate_id(seq), family="f", island=0, origin="seed", source_sha256=source_hash(source),
+                         params=params, fingerprint="s", created_at=0.0, updated_at=0.0, state=State.VERIFIED,
+                         fitness_ms=1.0)
+
+    a, b = cand(1, {"a": 1, "b": 1}), cand(2, {"a": 2, "b": 2})
+    renders = []
+    real_render = pc.render_params
+    monkeypatch.setattr(pc, "render_params", lambda s, p: renders.append(dict(p)) or real_render(s, p))
+    seen: set = set()
+    tried: set = set()
+
+    def fresh(new):
+        key = (new.source_sha256, canonical_params(new.params))
+        return not (key in seen or seen.add(key))
+
+    def untried(sha, params):
+        key = (sha, canonical_params(params))
+        return not (key in tried or tried.add(key))
+
+    ctx = SimpleNamespace(
+        run=SimpleNamespace(select_parent=lambda *_: a, population=SimpleNamespace(members=lambda *_: [a, b]),
+                            source=lambda _c: source),
+        families={"f": SimpleNamespace(space=Space)}, rng=random.Random(3), fresh=fresh, untried=untried,
+        retired=frozenset())
+    children = [pc.OPERATOR.propose(ctx, "f", 0, {}) for _ in range(30)]
+    made = [c.new.params for c in children if c is not None]
+    assert len(made) == len({canonical_params(p) for p in made}) == 4, "every mix of the two parents, once"
+    assert len(renders) == 4, "no mix rendered twice"

@@ -213,3 +213,38 @@ def test_every_study_names_its_metric_for_the_dashboard(tmp_path):
     assert set(names) == {"fam:fp1", "fam:fp2"}
     for name in names:
         assert optuna.load_study(study_name=name, storage=storage).metric_names == ["geomean_ms"]
+
+
+def test_the_kept_index_agrees_with_a_scan_of_every_trial(tmp_path):
+    """trials_used and asked are kept up to date as trials are added (not recounted per ask):
+    after asks, local-step asks, repeats, skips, enqueued points and binds, they are what a scan
+    of every trial gives, and a fresh tuner on the same journal agrees."""
+    from search.engine.tuning import _evaluated, point_key
+
+    path = tmp_path / "j.log"
+    tuner = Tuner(path, seed=5)
+    n = 0
+    for i in range(40):
+        if i % 4 == 1:
+            params = dict(DEFAULTS, stages=1 + i % 3, warps=2 if i % 8 == 1 else 8)
+            p = tuner.ask_at("fam", "fp", Space, DEFAULTS, params, parent_id="c0", parent_value=2.0)
+        else:
+            p = tuner.ask("fam", "fp", Space, DEFAULTS, parent_id="c0", parent_value=2.0)
+        if p is None:
+            continue
+        if i % 5 == 3:
+            tuner.skip(p, "not new")
+            continue
+        n += 1
+        tuner.bind(p, f"c{n}")
+        if i % 3:
+            tuner.tell(p.study, p.trial_number, 1.0 + i)
+    study = tuner.study("fam", "fp")
+    study.enqueue_trial(dict(DEFAULTS, block=16, stages=4))  # waiting: not asked yet
+    tuner.flush()
+    trials = study.get_trials(deepcopy=False)
+    assert tuner.trials_used("fam", "fp") == sum(_evaluated(t) for t in trials) == n
+    assert tuner.asked("fam", "fp") == {point_key(t.params) for t in trials}
+    again = Tuner(path, seed=5)
+    assert again.trials_used("fam", "fp") == n
+    assert again.asked("fam", "fp") == tuner.asked("fam", "fp")

@@ -1,0 +1,164 @@
+"""The driver's own CPU and memory as the store grows, without Ray (not a test).
+
+    .venv/bin/python tools/scale_driver.py [--evaluators 64] [--max-evals 10000] [--window 1000]
+        [--config runs/multi-gpu.yaml] [--profile FILE] [--out FILE]
+
+The real loop (proposer, Optuna, population, store, cascade) on simulated GPUs in virtual time
+(search/evaluate/simulated/virtual_pool.py, as tools/scale_quality.py runs it), so that 10,000
+evaluations take minutes, not a simulated hour of a Ray cluster.  Per window of ``--window``
+evaluations it prints the process CPU per evaluation (the loop's, plus the virtual pool's own
+bookkeeping and the landscape's arithmetic, which a real driver does not pay), the time in the
+proposer, Optuna ask/tell and store commits per evaluation, the resident memory, the candidates in
+the store and the Optuna trials.  New structures arrive every ``--inject-every`` evaluations
+as in tools/scale_bench.py (``qrsearch inject``'s event from a side process), so the studies stay
+at the config's ``trials_per_structure`` as in a run with an LLM.  What Ray costs the driver (submit, poll) is tools/scale_bench.py's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+
+def rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--evaluators", type=int, default=64)
+    ap.add_argument("--max-evals", type=int, default=10_000)
+    ap.add_argument("--window", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--config", type=Path, default=ROOT / "runs" / "multi-gpu.yaml")
+    ap.add_argument("--trials", type=int, default=None, help="optuna.trials_per_structure (default: the config's)")
+    ap.add_argument("--inject-every", type=int, default=300,
+                    help="evaluations between injected structures, as tools/scale_bench.py (0: none)")
+    ap.add_argument("--profile", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+
+    import kernels.families as registry
+    from scale_bench import Probe
+    from scale_quality import quality_config
+    from search.config import RunConfig
+    from search.engine.loop import SearchLoop
+    from search.engine.tuning import Tuner
+    from search.evaluate.driver import OPTUNA_FILE, create_run
+    from search.evaluate.pool import queue_depths
+    from search.evaluate.simulated.virtual_pool import VirtualPool
+    from population.store_file import StoreFile
+    from search.engine.proposer import Proposer
+
+    timers: dict[str, list[float]] = {}
+
+    def timed(owner: Any, name: str, label: str) -> None:
+        original: Callable[..., Any] = getattr(owner, name)
+
+        def wrapper(*a: Any, **k: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return original(*a, **k)
+            finally:
+                cell = timers.setdefault(label, [0, 0.0])
+                cell[0] += 1
+                cell[1] += time.perf_counter() - t
+        setattr(owner, name, wrapper)
+
+    timed(Proposer, "synchronous", "proposer")
+    timed(Tuner, "ask", "optuna ask")
+    timed(Tuner, "ask_at", "optuna ask_at")
+    timed(Tuner, "tell", "optuna tell")
+    original_execute = StoreFile._execute
+
+    def execute(self_: Any, sql: str, params: Any = ()) -> Any:
+        if sql != "COMMIT":
+            return original_execute(self_, sql, params)
+        t = time.perf_counter()
+        try:
+            return original_execute(self_, sql, params)
+        finally:
+            cell = timers.setdefault("store commit", [0, 0.0])
+            cell[0] += 1
+            cell[1] += time.perf_counter() - t
+    StoreFile._execute = execute  # type: ignore[method-assign]
+
+    with tempfile.TemporaryDirectory(prefix="scale-driver-") as tmp:
+        trials = args.trials or RunConfig.from_yaml(args.config).optuna.trials_per_structure
+        qargs = SimpleNamespace(config=args.config, trials=trials, max_evals=args.max_evals, queue_total=None)
+        cfg = quality_config(qargs, args.seed, Path(tmp), "driver")  # type: ignore[arg-type]
+        ev = cfg.evaluation
+        lookahead, room = queue_depths(args.evaluators, ev.compile_ahead, ev.compile_ahead_max,
+                                       ev.compile_ahead_total)
+        pool = VirtualPool(args.evaluators, cfg.simulation, cfg.seed, lanes=ev.lanes, lookahead=lookahead,
+                           max_lookahead=ev.compile_ahead_max, room_lookahead=room, hold_for_ready=ev.hold_for_ready)
+        run = create_run(cfg)
+        tuner = Tuner(cfg.run_dir / OPTUNA_FILE, cfg.optuna.sampler, cfg.seed, cfg.optuna.trials_per_structure)
+        loop = SearchLoop(cfg, run, pool, tuner, registry.FAMILIES, log=lambda _m: None, max_evals=args.max_evals)
+        rows: list[dict[str, Any]] = []
+        mark = {"evals": 0, "cpu": cpu_s(), "wall": time.monotonic(), "timers": {}}
+
+        probe = Probe(args.window, args.inject_every)  # its injector: new structures as an LLM's
+        probe.loop = loop
+
+        def tick() -> None:
+            n = loop.stats.evaluations
+            if probe.inject_every and n % probe.inject_every == 0 and n > probe.injected:
+                probe.injected = n
+                probe.inject(n // probe.inject_every)
+            if n - mark["evals"] < args.window:
+                return
+            now_cpu, now_wall = cpu_s(), time.monotonic()
+            d = n - mark["evals"]
+            row = {"evaluations": n, "cpu_ms_per_eval": round(1000 * (now_cpu - mark["cpu"]) / d, 2),
+                   "wall_ms_per_eval": round(1000 * (now_wall - mark["wall"]) / d, 2),
+                   "rss_mib": round(rss_mib(), 1), "candidates": run.store.count_candidates(),
+                   "trials": sum(len(s.get_trials(deepcopy=False)) for s in tuner._studies.values())}
+            before = mark["timers"]
+            for label, (calls, secs) in timers.items():
+                c0, s0 = before.get(label, (0, 0.0))
+                row[f"{label} ms/eval"] = round(1000 * (secs - s0) / d, 3)
+                row[f"{label} ms/call"] = round(1000 * (secs - s0) / max(1, calls - c0), 3)
+            mark.update(evals=n, cpu=now_cpu, wall=now_wall, timers={k: tuple(v) for k, v in timers.items()})
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+
+        profiler = cProfile.Profile() if args.profile else None
+        try:
+            if profiler is not None:
+                profiler.enable()
+            loop.run_until_done(on_tick=tick)
+        finally:
+            if profiler is not None:
+                profiler.disable()
+                profiler.dump_stats(str(args.profile))
+            tuner.flush()
+            probe.uninstall()  # ends its injector
+            run.close()
+    if args.out is not None:
+        args.out.write_text(json.dumps({"evaluators": args.evaluators, "windows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
