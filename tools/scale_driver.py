@@ -63,9 +63,9 @@ def main() -> int:
     from scale_quality import quality_config
     from search.config import RunConfig
     from search.engine.loop import SearchLoop
-    from search.engine.tuning import Tuner
-    from search.evaluate.driver import OPTUNA_FILE, create_run
-    from search.evaluate.pool import queue_depths
+    from search.mutation.tuning import Tuner
+    from search.run.driver import OPTUNA_FILE, create_run
+    from search.engine.pool import queue_depths
     from search.evaluate.simulated.virtual_pool import VirtualPool
     from population.store_file import StoreFile
     from search.engine.proposer import Proposer

@@ -40,9 +40,9 @@ def base_run(out: Path, evaluators: int, evals: int, config: Path, seed: int) ->
     import kernels.families as registry
     from scale_quality import quality_config
     from search.engine.loop import SearchLoop
-    from search.engine.tuning import Tuner
-    from search.evaluate.driver import OPTUNA_FILE, create_run
-    from search.evaluate.pool import queue_depths
+    from search.mutation.tuning import Tuner
+    from search.run.driver import OPTUNA_FILE, create_run
+    from search.engine.pool import queue_depths
     from search.evaluate.simulated.virtual_pool import VirtualPool
 
     args = SimpleNamespace(config=config, trials=100_000, max_evals=evals, queue_total=None)

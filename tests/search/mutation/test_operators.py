@@ -166,7 +166,7 @@ def test_param_crossover_renders_a_parents_point_once(monkeypatch):
 
     from kernels.params import Choice, ParamSpace
     from population.models import Candidate, State, canonical_params, candidate_id, source_hash
-    from search.engine.operators import param_crossover as pc
+    from search.mutation.operators import param_crossover as pc
 
     class Space(ParamSpace):
         a: Annotated[int, Choice(1, 2)] = 1

@@ -219,7 +219,7 @@ def test_the_kept_index_agrees_with_a_scan_of_every_trial(tmp_path):
     """trials_used and asked are kept up to date as trials are added (not recounted per ask):
     after asks, local-step asks, repeats, skips, enqueued points and binds, they are what a scan
     of every trial gives, and a fresh tuner on the same journal agrees."""
-    from search.engine.tuning import _evaluated, point_key
+    from search.mutation.tuning import _evaluated, point_key
 
     path = tmp_path / "j.log"
     tuner = Tuner(path, seed=5)
