@@ -238,9 +238,9 @@ def test_commands_against_a_running_search(tmp_path, monkeypatch):
     assert "disputed" in show and "does not hold" in show
 
 
-def test_events_survive_a_sigkilled_driver_and_resume(tmp_path):
+def test_events_survive_a_sigkilled_driver_and_resume(tmp_path, own_ray):
     run_dir = tmp_path / "killed"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = own_ray.env(dict(os.environ, PYTHONPATH=str(ROOT)))
     proc = subprocess.Popen([sys.executable, "-m", "tests.search.toy_driver", str(run_dir), "launch", "40"],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
@@ -259,7 +259,7 @@ def test_events_survive_a_sigkilled_driver_and_resume(tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        subprocess.run([str(Path(sys.executable).parent / "ray"), "stop", "--force"], capture_output=True, timeout=60)
+        own_ray.reap()  # the killed driver's local Ray (raylet, GCS) outlives it
     # Written to the dead run: applied on resume, exactly once, like the ones before the kill.
     late = engineer.send(EventKind.INJECT, "toy", "after the kill",
                          data={**data, "source": data["source"].replace('"warps": 4', '"warps": 2'),

@@ -177,9 +177,9 @@ def test_a_run_whose_only_node_leaves_stops_resumable_with_exit_code_1(tmp_path,
     assert run_status(config.run_dir)["state"] == "stopped"
 
 
-def test_sigkill_driver_then_resume_continues(tmp_path):
+def test_sigkill_driver_then_resume_continues(tmp_path, own_ray):
     run_dir = tmp_path / "killed"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = own_ray.env(dict(os.environ, PYTHONPATH=str(ROOT)))
     proc = subprocess.Popen([sys.executable, "-m", "tests.search.toy_driver", str(run_dir), "launch", "40"],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
@@ -196,7 +196,7 @@ def test_sigkill_driver_then_resume_continues(tmp_path):
                 break
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    _reap_ray()
+    own_ray.reap()  # the killed driver's local Ray (raylet, GCS) outlives it
     assert done >= 3
     before, cands_before, problems = counts(run_dir)
     assert problems == []
@@ -259,11 +259,6 @@ def journal_problems(run_dir):
         elif key and trials[(key["study"], key["number"])].user_attrs.get(TRIAL_ATTR_CANDIDATE) != cid:
             problems.append(f"{cid}: its trial {key} names another candidate")
     return problems
-
-
-def _reap_ray():
-    # The killed driver's local Ray (raylet, GCS) may outlive it; `ray stop` sits beside our python.
-    subprocess.run([str(Path(sys.executable).parent / "ray"), "stop", "--force"], capture_output=True, timeout=60)
 
 
 def _console():
