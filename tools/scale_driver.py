@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -70,38 +70,11 @@ def main() -> int:
     from population.store_file import StoreFile
     from search.engine.proposer import Proposer
 
-    timers: dict[str, list[float]] = {}
-
-    def timed(owner: Any, name: str, label: str) -> None:
-        original: Callable[..., Any] = getattr(owner, name)
-
-        def wrapper(*a: Any, **k: Any) -> Any:
-            t = time.perf_counter()
-            try:
-                return original(*a, **k)
-            finally:
-                cell = timers.setdefault(label, [0, 0.0])
-                cell[0] += 1
-                cell[1] += time.perf_counter() - t
-        setattr(owner, name, wrapper)
-
-    timed(Proposer, "synchronous", "proposer")
-    timed(Tuner, "ask", "optuna ask")
-    timed(Tuner, "ask_at", "optuna ask_at")
-    timed(Tuner, "tell", "optuna tell")
-    original_execute = StoreFile._execute
-
-    def execute(self_: Any, sql: str, params: Any = ()) -> Any:
-        if sql != "COMMIT":
-            return original_execute(self_, sql, params)
-        t = time.perf_counter()
-        try:
-            return original_execute(self_, sql, params)
-        finally:
-            cell = timers.setdefault("store commit", [0, 0.0])
-            cell[0] += 1
-            cell[1] += time.perf_counter() - t
-    StoreFile._execute = execute  # type: ignore[method-assign]
+    probe = Probe(args.window, args.inject_every)  # its timers, and its injector: new structures as an LLM's
+    for owner, name, label in ((Proposer, "synchronous", "proposer"), (Tuner, "ask", "optuna ask"),
+                               (Tuner, "ask_at", "optuna ask_at"), (Tuner, "tell", "optuna tell")):
+        probe.timed(owner, name, label)
+    probe.commits(StoreFile)
 
     with tempfile.TemporaryDirectory(prefix="scale-driver-") as tmp:
         trials = args.trials or RunConfig.from_yaml(args.config).optuna.trials_per_structure
@@ -116,9 +89,7 @@ def main() -> int:
         tuner = Tuner(cfg.run_dir / OPTUNA_FILE, cfg.optuna.sampler, cfg.seed, cfg.optuna.trials_per_structure)
         loop = SearchLoop(cfg, run, pool, tuner, registry.FAMILIES, log=lambda _m: None, max_evals=args.max_evals)
         rows: list[dict[str, Any]] = []
-        mark = {"evals": 0, "cpu": cpu_s(), "wall": time.monotonic(), "timers": {}}
-
-        probe = Probe(args.window, args.inject_every)  # its injector: new structures as an LLM's
+        mark = {"evals": 0, "cpu": cpu_s(), "wall": time.monotonic()}
         probe.loop = loop
 
         def tick() -> None:
@@ -134,12 +105,11 @@ def main() -> int:
                    "wall_ms_per_eval": round(1000 * (now_wall - mark["wall"]) / d, 2),
                    "rss_mib": round(rss_mib(), 1), "candidates": run.store.count_candidates(),
                    "trials": sum(len(s.get_trials(deepcopy=False)) for s in tuner._studies.values())}
-            before = mark["timers"]
-            for label, (calls, secs) in timers.items():
-                c0, s0 = before.get(label, (0, 0.0))
-                row[f"{label} ms/eval"] = round(1000 * (secs - s0) / d, 3)
-                row[f"{label} ms/call"] = round(1000 * (secs - s0) / max(1, calls - c0), 3)
-            mark.update(evals=n, cpu=now_cpu, wall=now_wall, timers={k: tuple(v) for k, v in timers.items()})
+            for label, (calls, secs) in probe.since.items():  # this window's
+                row[f"{label} ms/eval"] = round(1000 * secs / d, 3)
+                row[f"{label} ms/call"] = round(1000 * secs / max(1, calls), 3)
+            probe.since.clear()
+            mark.update(evals=n, cpu=now_cpu, wall=now_wall)
             rows.append(row)
             print(json.dumps(row), flush=True)
 
