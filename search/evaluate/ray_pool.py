@@ -112,17 +112,18 @@ class RayPool:
     created_at: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
+        self.lanes = max(1, self.lanes)  # 0 (unset) means one lane
         count = self.gpus if self.gpus > 0 else self.cpu_evaluators
         env = dict(self.env_extra)
         if self.gpus == 0:
             env.setdefault("TRITON_INTERPRET", "1")  # no GPU: run Triton kernels in the interpreter
         for i in range(count):
             name = f"gpu{i}" if self.gpus else f"cpu{i}"
-            options: dict[str, Any] = {"num_cpus": self.cpus_per_evaluator, "max_concurrency": max(1, self.lanes)}
+            options: dict[str, Any] = {"num_cpus": self.cpus_per_evaluator, "max_concurrency": self.lanes}
             if self.gpus:
                 options["num_gpus"] = 1
             actor = EvaluatorActor.options(**options).remote(  # type: ignore[attr-defined]
-                str(self.workdir), env, name, self.lookahead > 0, max(1, self.lanes),
+                str(self.workdir), env, name, self.lookahead > 0, self.lanes,
                 self.simulation.model_dump_json() if self.simulation is not None else None)
             slot = _Slot(name=name, actor=actor, gpu=self.gpus > 0)
             self._send_ping(slot)
@@ -224,7 +225,7 @@ class RayPool:
             raise RuntimeError("submit() without a free slot")
         slot = min(ready, key=self._load)
         request = request.model_copy(update={"dispatched_at": time.time()})
-        if self._running(slot) >= max(1, self.lanes) or slot.queue:  # busy, or holding for a ready one
+        if self._running(slot) >= self.lanes or slot.queue:  # busy, or holding for a ready one
             slot.queue.append(request)
             slot.actor.prefetch.remote(request.model_dump_json())
         else:
@@ -248,7 +249,7 @@ class RayPool:
             slot.busy_since = now
         # A lane's evaluation may wait for the device behind every other lane's gate calls and
         # bench jobs, each bounded by its own limits: the deadline grows with the lanes.
-        deadline = now + request.deadline_s * max(1, self.lanes)
+        deadline = now + request.deadline_s * self.lanes
         self._flights[ref] = _Flight(slot=slot, request=request, started=now, deadline=deadline)
         slot.running += 1
 
@@ -265,7 +266,7 @@ class RayPool:
     def _next(self, slot: _Slot) -> None:
         """Start the slot's next queued requests while it is up and has a free lane; when which one
         to start depends on what is compiled, ask the actor (answered without blocking the loop)."""
-        while slot.queue and slot.ping is None and self._running(slot) < max(1, self.lanes):
+        while slot.queue and slot.ping is None and self._running(slot) < self.lanes:
             if slot.ready_ref is not None:
                 return  # a question about its queue is out: its answer starts one
             if self._needs_answer(slot):
@@ -309,7 +310,7 @@ class RayPool:
             return
         except RayError:
             ready = set()
-        if not slot.queue or slot.ping is not None or self._running(slot) >= max(1, self.lanes):
+        if not slot.queue or slot.ping is not None or self._running(slot) >= self.lanes:
             slot.starved_load = None
             return
         index = next_in_queue([r.candidate_id for r in slot.queue], ready, *self._head_waited(slot),
