@@ -9,6 +9,7 @@ import os
 import pytest
 
 from kernels.harness.settings import RunLimits, TimingPolicy
+from population.consistency import check_consistency
 from population.models import Origin, State
 from population.store import RunStore
 from search.config import BudgetConfig, EvaluationConfig, LLMConfig, MutationMix
@@ -83,7 +84,7 @@ def test_scripted_llm_answers_end_in_the_right_states(tmp_path, monkeypatch):
                                  ("time.sleep(1000)", "hang"), ("_c.append", "cached"), ("_SEEN", "snoop")):
                 if marker in source and name not in by_marker:
                     by_marker[name] = c
-        assert store.check_consistency(deep=True) == []
+        assert check_consistency(store, deep=True) == []
     assert set(by_marker) == {"valid", "unapplied", "crash", "hang", "cached", "snoop"}, sorted(by_marker)
     assert by_marker["valid"].state is State.VERIFIED
     assert by_marker["unapplied"].state is State.REJECTED and "does not occur" in by_marker["unapplied"].reason
