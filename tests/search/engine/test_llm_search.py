@@ -56,16 +56,17 @@ def test_scripted_llm_answers_end_in_the_right_states(tmp_path, monkeypatch):
                                     profile=False),
         llm=LLMConfig(base_url=server.url, models=[LLMModel(name="scripted", usd_per_mtok_in=1.0)], concurrency=1,
                       timeout_s=5, max_retries=0))
-    import search.engine.loop as loop_module
-    original_collect = loop_module.SearchLoop._collect_llm
+    from search.engine.llm_calls import LLMCalls
+    original_collect = LLMCalls.collect
 
-    def collect(self):
-        original_collect(self)
+    def collect(self, store_child):
+        collected = original_collect(self, store_child)
         if not server.script and server.requests and not getattr(server, "down", False):
             server.down = True
             server.stop()  # the endpoint disappears mid-run
+        return collected
 
-    monkeypatch.setattr(loop_module.SearchLoop, "_collect_llm", collect)
+    monkeypatch.setattr(LLMCalls, "collect", collect)
     try:
         assert launch(config) == 0
     finally:

@@ -221,7 +221,7 @@ def test_llm_token_budget_turns_llm_off(tmp_path, families):
     llm = FakeLLMPool(edit_reply)
     loop = make_loop(cfg, families, llm=llm, max_evals=15)
     loop.run_until_done()
-    assert loop.llm_off_reason and "token budget" in loop.llm_off_reason
+    assert loop.llm_calls.off_reason and "token budget" in loop.llm_calls.off_reason
     assert len(llm.prompts) <= 3
 
 
