@@ -7,12 +7,8 @@ equal the rows they count.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from population.models import FAILURE_STATES, source_hash
-
-if TYPE_CHECKING:
-    from population.store import RunStore
+from population.store import RunStore
 
 _FAILED = "(" + ", ".join(f"'{s.value}'" for s in FAILURE_STATES) + ")"
 

@@ -16,7 +16,6 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from population.consistency import check_consistency
 from population.errors import InvalidTransition
 from population.events import EventOutcome, HumanEvent, read_events, read_outcomes
 from population.family import ChampionChange
@@ -334,7 +333,3 @@ class RunStore(StoreFile):
     def outcomes(self) -> dict[int, EventOutcome]:
         """What the driver made of each event, by event seq."""
         return read_outcomes(self.connection)
-
-    def check_consistency(self, *, deep: bool = False) -> list[str]:
-        """Cross-table invariants; empty when the store is consistent (see :mod:`population.consistency`)."""
-        return check_consistency(self, deep=deep)

@@ -4,7 +4,8 @@ Each :meth:`SearchLoop.step`:
   1. collects finished evaluations and tells them to the population (champions,
      maturation, migration) and to Optuna, one store commit each;
   2. re-queues work an evaluator lost (a dead actor or node blames nobody);
-  3. turns finished LLM calls into children (or rejected edits, with the reason);
+  3. turns finished LLM calls into children (or rejected edits, with the reason;
+     search/engine/llm_calls.py);
   4. fills every free evaluator: a new champion's duel first (search/engine/duels.py), then
      the pending queue (candidates with their sources),
      topping it up with the immediate operators' children (Optuna step, parameter
@@ -28,17 +29,16 @@ from population.models import Candidate, EvalResult, Origin, State
 from population.rng import rng_state_to_json
 from population.run import Run
 from search.config import RunConfig
+from search.engine.evaluator_watch import EvaluatorWatch
 from search.engine.focus import Focus
 from search.engine.duels import Duels
 from search.engine.human import HumanChannel
-from search.engine.llm import LLMError, LLMPool
-from search.engine.llm_budget import LLMBudget
-from search.engine.llm_calls import record_answer
-from search.engine.llm_child import RESTORED
+from search.engine.llm import LLMPool
+from search.engine.llm_calls import LLMCalls
 from search.engine.pool import Completed, EvaluatorPool, Lost
 from search.engine.requests import RequestFactory
 from population.records import (C, DRIVER_RNG, NOTE_KEY, OPERATOR_KEY, STATUS_KEY, TRIAL_KEY, DriverStatus, state_counter)
-from search.engine.proposer import Child, KernelFamily, LLMJob, Proposer
+from search.engine.proposer import Child, KernelFamily, Proposer
 from search.numbers import ms as fmt_ms, speedup as fmt_speedup
 from population.records import BASELINE_FAMILY
 from population.speedup import with_speedups
@@ -80,10 +80,7 @@ class SearchLoop:
         self.log = log
         self.rng = self._restore_rng()
         self.proposer = Proposer(config, run, tuner, families, self.rng, llm=llm)
-        self.llm = llm
-        self.llm_jobs: list[LLMJob] = []
-        self.llm_off_reason: str | None = None if llm is not None else "no LLM endpoint configured"
-        self.llm_budget = LLMBudget(llm.client.config, run.store, log) if llm is not None else None
+        self.llm_calls = LLMCalls(llm, run, self.proposer, self.rng, log)  # the LLM operators' calls in flight
         self.queue = WorkQueue()  # candidates with their sources: pending, and sent to evaluators
         self.losses: collections.Counter = collections.Counter()
         self.stats = LoopStats()
@@ -91,8 +88,7 @@ class SearchLoop:
         # What the run is when the loop ends: "finished" (a budget, exhaustion) or "stopped" (resumable,
         # because the evaluators are gone: the driver's exit code says so).
         self.end_state = "finished"
-        self._evaluator_seen_up = False
-        self._no_evaluator_since: float | None = None
+        self.evaluator_watch = EvaluatorWatch(config.ray.no_evaluator_minutes, log)
         self.max_evals = max_evals
         self.deadline = time.monotonic() + max_minutes * 60 if max_minutes else None
         self.requests = RequestFactory(config, run, families, profiles=llm is not None)
@@ -106,7 +102,6 @@ class SearchLoop:
         # Seconds each family's candidates took to compile ahead (a moving average of what the
         # evaluators reported): while an evaluator holds for a compiled request, cheap ones go first.
         self.compile_seconds: dict[str, float] = {}
-        self._llm_failure: tuple[str, int] = ("", 0)  # the last LLM error and how often it came in a row
 
     # --- state across resumes ------------------------------------------------------------
 
@@ -141,14 +136,16 @@ class SearchLoop:
                 self._told(event.outcome)
             elif isinstance(event, Lost):
                 self._lost(event)
-        self._collect_llm()
+        collected = self.llm_calls.collect(self._store_child)
+        self.stats.llm_calls += collected.answered
+        self.stats.llm_errors += collected.failed
         if not self.stop_requested:
             self._check_budget()
         if not self.stop_requested:
             self.human.dispatch()  # rechecks first, also while paused
         if not self.stop_requested and not self.human.paused:
             self._dispatch()
-            self._start_llm_calls()
+            self.llm_calls.start(self.pool.size, self._evals_room, self._families_in_order)
         self.tuner.flush()  # the step's tells and asks, in one write
         self.stats.driver_s += time.monotonic() - began
 
@@ -163,7 +160,7 @@ class SearchLoop:
             if on_tick:
                 on_tick()
             if self.stop_requested is None and not self.queue and not self.pool.inflight() and not self.human.paused \
-                    and not self.human.busy() and not self.duels.busy() and not self.llm_jobs \
+                    and not self.human.busy() and not self.duels.busy() and not self.llm_calls.jobs \
                     and self._nothing_to_propose():
                 if not any(self.run.champion(f) for f in self.proposer.searchable_families()):
                     self.request_stop("no verified candidate to build on (every seed failed; see `qrsearch status`)")
@@ -175,8 +172,7 @@ class SearchLoop:
         if self.stop_requested is None:
             self.stop_requested = reason
             self.log(f"stopping: {reason}")
-            for job in self.llm_jobs:
-                job.future.cancel()
+            self.llm_calls.cancel()
             # Requests queued behind a running one (compile-ahead lookahead) have not started: pending again.
             for cid in self.pool.withdraw_queued():
                 if self.duels.withdrawn(cid) or self.human.withdrawn(cid):
@@ -197,8 +193,7 @@ class SearchLoop:
                 return
             self.run.add_counters({C.GPU_EVALUATIONS: 1, state_counter(state.value): 1,
                                    C.BUSY_SECONDS: outcome.busy_s})
-            if self.llm_budget is not None:
-                self.llm_budget.evaluated(outcome.candidate_id)
+            self.llm_calls.evaluated(outcome.candidate_id)
         self._learn_compile_cost(family, result)
         told = result.fitness_ms if state is State.VERIFIED else None
         if state is State.SCREENED:
@@ -294,7 +289,7 @@ class SearchLoop:
         """An immediate operator's child for an evaluator that would otherwise idle."""
         # LLM calls in flight hold their place: their answers must still find room in the budget.
         room = self._evals_room()
-        if room is not None and room - len(self.llm_jobs) <= 0:
+        if room is not None and room - len(self.llm_calls.jobs) <= 0:
             return False
         inflight = self._inflight_by_structure()
         for family in self._families_in_order():
@@ -306,8 +301,7 @@ class SearchLoop:
         return False
 
     def _nothing_to_propose(self) -> bool:
-        return not self._propose_now() and (self.llm_budget is None or self.llm_off_reason is not None
-                                            or self.llm_budget.all_paused())
+        return not self._propose_now() and self.llm_calls.off_or_paused()
 
     def _store_child(self, child: Child) -> str:
         with self.run.transaction():
@@ -323,68 +317,6 @@ class SearchLoop:
         self.enqueue(cand, child.new.source)
         return cand.id
 
-    def _start_llm_calls(self) -> None:
-        if self.llm is None or self.llm_budget is None or self.llm_off_reason:
-            return
-        if self.proposer.llm_weight <= 0:
-            return
-        # Jobs count until collected, so an instant answer cannot start calls without end; the
-        # budget bounds calls plus unevaluated LLM children by what the evaluators can take.
-        room = self.llm_budget.room(len(self.llm_jobs), self.pool.size, self._evals_room())
-        while room > 0 and self.llm.free_slots > 0:
-            model = self.llm_budget.pick(self.rng)
-            families = self._families_in_order()
-            if model is None or not families:
-                return  # every model rests (back-off or pause): Optuna and crossover fill the evaluators
-            family = families[0]
-            island = self.rng.randrange(len(self.run.population.family(family).islands))
-            job = self.proposer.start_llm(family, island, model)
-            if job is None:
-                return
-            self.llm_jobs.append(job)
-            room -= 1
-
-    def _collect_llm(self) -> None:
-        if not self.llm_jobs:
-            return
-        assert self.llm_budget is not None  # jobs exist only with an LLM
-        still: list[LLMJob] = []
-        for job in self.llm_jobs:
-            if not job.future.done():
-                still.append(job)
-                continue
-            if job.future.cancelled():
-                continue
-            try:
-                reply = job.future.result()
-            except LLMError as exc:
-                self._llm_failed(job, str(exc))
-                continue
-            self.stats.llm_calls += 1
-            made = self.proposer.finish_llm(job, reply)
-            with self.run.transaction():
-                child_id, kind = record_answer(self.run, job, reply, made, self._store_child)
-                # Counted under the model the job asked for: that is whose share and streak it moves.
-                self.llm_budget.answered(job.model, reply.prompt_tokens, reply.completion_tokens, reply.cost_usd,
-                                         rejection=None if child_id else kind, child=child_id,
-                                         restored=isinstance(made, Child) and made.params_origin == RESTORED)
-        self.llm_jobs = still
-
-    def _llm_failed(self, job: LLMJob, message: str) -> None:
-        assert self.llm_budget is not None
-        self.stats.llm_errors += 1
-        with self.run.transaction():
-            self.run.store.add_counters({C.LLM_ERRORS: 1})
-            self.llm_budget.failed(job.model, message)
-        # The same failure again and again (an endpoint that is down) is said at the 1st, 2nd, 4th, 8th, ...
-        # time in a row, with the count, rather than once per call.
-        same = self._llm_failure[0] == message
-        count = self._llm_failure[1] + 1 if same else 1
-        self._llm_failure = (message, count)
-        if count & (count - 1) == 0:
-            self.log(f"LLM call failed: {message}" if count == 1 else
-                     f"LLM call failed {count} times in a row: {message}")
-
     # --- budget and status ---------------------------------------------------------------
 
     def _evals_committed(self) -> int:
@@ -398,47 +330,22 @@ class SearchLoop:
         return self.max_evals - self._evals_committed() - len(self.pool.inflight()) - len(self.queue)
 
     def _check_evaluators(self) -> None:
-        """Stop (resumable) once no evaluator has been up for ``ray.no_evaluator_minutes``, after one
-        was: a run whose GPU node left the cluster would otherwise wait for its time budget, or for
-        ever without one.  Before the first evaluator is up nothing counts (a cluster's GPU nodes may
-        take minutes to join)."""
-        stats = self.pool.stats()
-        now = time.monotonic()
-        if stats.ready > 0:
-            if self._no_evaluator_since is not None:
-                self.log(f"evaluators back: {stats.ready} of {stats.evaluators} up")
-            self._evaluator_seen_up, self._no_evaluator_since = True, None
-            return
-        if not self._evaluator_seen_up:
-            return
-        limit = self.config.ray.no_evaluator_minutes
-        if self._no_evaluator_since is None:
-            self._no_evaluator_since = now
-            self.log(f"no evaluator is up ({stats.evaluators} restarting, or lost with their node); "
-                     f"the run stops in {limit:g} min unless one comes back")
-        elif now - self._no_evaluator_since >= limit * 60:
+        """Stop, resumable, once every evaluator has been gone too long (search/engine/evaluator_watch.py)."""
+        if self.evaluator_watch.gone(self.pool.stats()):
+            limit = self.config.ray.no_evaluator_minutes
             self.end_state = "stopped"
             self.request_stop(f"no evaluator up for {limit:g} min (restarting, or lost with their node); "
                               f"resume with `qrsearch resume {self.run.store.run_dir}` once the cluster has them again")
 
     def _check_budget(self) -> None:
         self._check_evaluators()
-        budget = self.config.budget
         if (reached := self.focus.reached()) is not None:
             self.request_stop(reached)
         if self.max_evals is not None and self._evals_committed() >= self.max_evals:
             self.request_stop(f"evaluation budget reached ({self.max_evals})")
         elif self.deadline is not None and time.monotonic() >= self.deadline:
             self.request_stop("time budget reached")
-        if self.llm is not None and self.llm_off_reason is None:
-            counters = self.run.store.counters("llm_")
-            tokens = counters.get(C.LLM_PROMPT_TOKENS, 0) + counters.get(C.LLM_COMPLETION_TOKENS, 0)
-            if budget.max_llm_tokens is not None and tokens >= budget.max_llm_tokens:
-                self.llm_off_reason = f"LLM token budget spent ({int(tokens)})"
-            elif budget.max_llm_cost_usd is not None and counters.get(C.LLM_COST_USD, 0) >= budget.max_llm_cost_usd:
-                self.llm_off_reason = f"LLM money budget spent (${counters.get(C.LLM_COST_USD, 0):.2f})"
-            if self.llm_off_reason:
-                self.log(f"LLM mutation off: {self.llm_off_reason}")
+        self.llm_calls.check_spend(self.config.budget)
 
     def status(self, state: str = "running") -> DriverStatus:
         stats = self.pool.stats()
@@ -446,7 +353,7 @@ class SearchLoop:
             state=state, updated=time.time(), session_evaluations=self.stats.evaluations,
             evals_per_minute=round(self.stats.evals_per_minute(), 3), lost=self.stats.lost,
             by_state=dict(self.stats.by_state), queue=len(self.queue), inflight=len(self.pool.inflight()),
-            llm_inflight=len(self.llm_jobs), llm=self.llm_off_reason or "on",
+            llm_inflight=len(self.llm_calls.jobs), llm=self.llm_calls.off_reason or "on",
             evaluators=stats.evaluators, evaluators_ready=stats.ready,
             busy_fraction={k: round(v, 4) for k, v in stats.busy_fraction.items()},
             driver_seconds=round(self.stats.driver_s, 3), stop_reason=self.stop_requested,

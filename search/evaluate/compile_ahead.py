@@ -14,7 +14,9 @@ compiled once (lookahead_split's n is a runtime argument: n = 352 and 512 share 
 the group's latency does not grow with its kernel count (lookahead_split compiles about 30).
 A group takes as many processes as it has sizes n the first time its family is seen, then
 about one per ``KERNELS_PER_SHARD`` kernels that its family's last compile of it had to
-compile (kernels found in the cache cost nothing); at most ``max_shards``.
+compile (kernels found in the cache cost nothing); at most ``max_shards``
+(:mod:`search.evaluate.compile_costs` learns both; :mod:`search.evaluate.compile_jobs` holds a
+candidate's units and the result its evaluation reads).
 
 Up to ``parallel`` processes run at once.  Which starts next: a candidate whose turn came
 before its compile finished goes first (it is waited for); then the groups an evaluation
@@ -34,96 +36,18 @@ The compiler is injected (``start``/``read``), so the scheduling is tested with 
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Collection, Mapping, Sequence
 
-from kernels.harness.compile_stats import builds_cuda
-
-KERNELS_PER_SHARD = 2  # a forked shard starts in about 0.1 s of CPU (a fresh interpreter took 3 s), a kernel takes 5
+from search.evaluate.compile_costs import CompileCosts
+from search.evaluate.compile_jobs import AheadResult, CompileJob, CompileUnit, builds_cuda_file, compile_groups
 
 StartFn = Callable[..., subprocess.Popen]
 ReadFn = Callable[[Path], Any]
-
-
-@dataclass
-class _Unit:
-    """One compile process: some of a candidate's shapes (all of one n)."""
-
-    shapes: list[tuple[int, int]]
-    report_path: Path
-    shard: tuple[int, int] = (0, 1)  # (index, count) of the processes that share this group's kernels
-    group: int = 0  # 0: what the evaluation needs first; 1: the rest of a screened child's sizes
-    proc: subprocess.Popen | None = None
-    started: float | None = None
-    finished: float | None = None
-    report: Any = None
-    error: str | None = None
-
-    @property
-    def sizes(self) -> frozenset[int]:
-        return frozenset(n for _, n in self.shapes)
-
-    def needed_for(self, sizes: Collection[int] | None) -> bool:
-        return sizes is None or not self.sizes.isdisjoint(sizes)
-
-
-@dataclass
-class _Compile:
-    candidate_id: str
-    path: Path
-    units: list[_Unit]
-    kind: str = ""  # the candidate's family: how many kernels a group takes is learned per family
-    seq: int = 0  # announcement order
-    urgent: bool = False  # its evaluation waits for it
-    announced: float = field(default_factory=time.monotonic)
-    # Never stopped by pause(): a CUDA C++ build holds torch's build lock (a file) while it runs,
-    # and every process that loads that extension, a timing child included, waits for the lock:
-    # stopped while holding it, it deadlocked an H200 search (the timed job, its retry and
-    # the rest of the run waited 6 minutes on a SIGSTOPped ``ninja``).
-    pausable: bool = True
-
-    @property
-    def finished(self) -> bool:
-        return all(u.finished is not None for u in self.units)
-
-    @property
-    def started(self) -> bool:
-        return any(u.started is not None or u.finished is not None for u in self.units)
-
-
-@dataclass(frozen=True)
-class AheadResult:
-    """What the evaluation learns about its own compile-ahead."""
-
-    state: str  # "done", "failed" (some shape), "unknown" (never announced), "timeout"
-    waited_s: float = 0.0  # on the evaluation's path
-    compile_s: float = 0.0  # first start to last finish of its compile processes
-    kernels_compiled: int = 0
-    kernels_cached: int = 0
-    error: str | None = None
-    started_late: bool = False  # its compile had not started when its turn came
-
-
-def compile_groups(shapes: Sequence[tuple[int, int]], first: Collection[int] = ()
-                   ) -> list[list[tuple[int, int]]]:
-    """The shapes of the sizes n in ``first`` (the cascade's screen), then the others; each
-    group deduplicated, largest n first (the longest compiles start first)."""
-    ordered = sorted(set(shapes), key=lambda s: (-s[1], s[0]))
-    groups = [[s for s in ordered if s[1] in first], [s for s in ordered if s[1] not in first]]
-    return [g for g in groups if g]
-
-
-def _builds_cuda(path: Path) -> bool:
-    try:
-        return builds_cuda(path.read_text())
-    except OSError:
-        return False
 
 
 class CompileAhead:
@@ -151,13 +75,10 @@ class CompileAhead:
         # One process per CPU given (each compiles serially), unless told otherwise.
         self.parallel = max(1, parallel if parallel is not None else len(self.cpus or [0]))
         # Processes one group may be split over: a third of them, so one candidate cannot take all.
-        self.max_shards = max(1, max_shards if max_shards is not None else self.parallel // 3)
-        # (family, sizes of a group) -> kernels its last compile compiled, and its CPU seconds
-        self._kernels_of: dict[tuple[str, frozenset[int]], int] = {}
-        self._cost_of: dict[tuple[str, frozenset[int]], float] = {}
+        self.costs = CompileCosts(max_shards if max_shards is not None else self.parallel // 3)
         self._seq = 0
         self.env_extra = dict(env_extra or {})
-        self._jobs: dict[str, _Compile] = {}
+        self._jobs: dict[str, CompileJob] = {}
         self._order: list[str] = []  # candidates in announcement order
         self._lock = threading.Lock()
         self._poll_s = poll_s
@@ -177,26 +98,17 @@ class CompileAhead:
                 return False
             units = []
             for g, group in enumerate(compile_groups(shapes, first)):
-                count = self.shards_for(kind, group)
+                count = self.costs.shards_for(kind, group)
                 for index in range(count):
                     name = f"{candidate_id}.g{g}.s{index}of{count}"
-                    units.append(_Unit(group, self.workdir / f"{name}.precompile.json", shard=(index, count),
-                                       group=min(g, 1)))
+                    units.append(CompileUnit(group, self.workdir / f"{name}.precompile.json", shard=(index, count),
+                                             group=min(g, 1)))
             self._seq += 1
-            self._jobs[candidate_id] = _Compile(candidate_id, Path(path), units, kind=kind, seq=self._seq,
-                                                pausable=not _builds_cuda(Path(path)))
+            self._jobs[candidate_id] = CompileJob(candidate_id, Path(path), units, kind=kind, seq=self._seq,
+                                                  pausable=not builds_cuda_file(Path(path)))
             self._order.append(candidate_id)
             self._pump_locked()
         return True
-
-    def shards_for(self, kind: str, group: Sequence[tuple[int, int]]) -> int:
-        """Processes to split a compile of ``kind`` at the shapes ``group`` over: one per size n
-        until that family's compile of those sizes has been seen, then about one per
-        ``KERNELS_PER_SHARD`` kernels it compiled; at most ``max_shards``."""
-        sizes = frozenset(n for _, n in group)
-        kernels = self._kernels_of.get((kind, sizes))
-        wanted = len(sizes) if kernels is None else -(-kernels // KERNELS_PER_SHARD)
-        return max(1, min(self.max_shards, wanted))
 
     def is_ready(self, candidate_id: str, sizes: Collection[int] | None = None) -> bool:
         """True if an evaluation of the candidate on ``sizes`` (all if None) would not wait for
@@ -206,11 +118,6 @@ class CompileAhead:
             if job is None:
                 return True
             return all(u.finished is not None for u in job.units if u.needed_for(sizes))
-
-    def expected_cost(self, kind: str, sizes: frozenset[int]) -> float:
-        """CPU seconds the family's last compile of these sizes took (0 if never seen: a new
-        family's first candidates, the seeds, go first and teach the rest)."""
-        return self._cost_of.get((kind, sizes), 0.0)
 
     def room(self) -> int:
         """Compile processes that could start now with nothing to do: ``parallel`` less those
@@ -246,7 +153,7 @@ class CompileAhead:
                 if unit.proc is not None and unit.finished is None:
                     if unit.proc.poll() is not None:
                         self._finish_locked(unit)
-                        self._learn_locked(job, unit)
+                        self.costs.learn(job, unit)
                     else:
                         active += 1
         if self._closed.is_set() or self._paused or active >= self.parallel:
@@ -260,30 +167,12 @@ class CompileAhead:
             self._start_locked(job, unit)
             active += unit.finished is None
 
-    def _priority(self, job: _Compile, unit: _Unit) -> tuple[int, int, float, int, int]:
+    def _priority(self, job: CompileJob, unit: CompileUnit) -> tuple[int, int, float, int, int]:
         """Waited-for first; then first-stage groups, cheapest first; then the rest, in order."""
-        cost = self.expected_cost(job.kind, unit.sizes) if unit.group == 0 else 0.0
+        cost = self.costs.expected_cost(job.kind, unit.sizes) if unit.group == 0 else 0.0
         return (0 if job.urgent else 1, unit.group, cost, job.seq, unit.shard[0])
 
-    def _learn_locked(self, job: _Compile, unit: _Unit) -> None:
-        """Once every process of a group has reported, remember how many kernels it found
-        (each shard counts the kernels it owns, compiled or found in the cache)."""
-        group = [u for u in job.units if u.shapes == unit.shapes]
-        if not all(u.finished is not None for u in group):
-            return
-        key = (job.kind, unit.sizes)
-        reports = [u.report for u in group]
-        if all(r is not None and getattr(r, "ok", False) for r in reports):
-            self._kernels_of[key] = max(1, sum(int(getattr(r, "kernels_compiled", 0) or 0) for r in reports))
-            # CPU seconds where the report has them (wall time stretches while compiles are paused).
-            self._cost_of[key] = sum(float(getattr(r, "cpu_s", 0.0) or 0.0)
-                                     or (u.finished or 0.0) - (u.started or 0.0) for r, u in zip(reports, group))
-        elif len(group) > 1:
-            # A launcher that reads what a launch returns fails in the shards that skip it: the
-            # next compile of this group goes unsplit, and splits again once that one succeeds.
-            self._kernels_of[key] = 1
-
-    def _start_locked(self, job: _Compile, unit: _Unit) -> None:
+    def _start_locked(self, job: CompileJob, unit: CompileUnit) -> None:
         unit.started = time.monotonic()
         try:
             unit.proc = self._start(job.path, unit.shapes, cache_dir=self.cache_dir, target=self._target,
@@ -293,7 +182,7 @@ class CompileAhead:
             unit.finished = time.monotonic()
             unit.error = f"could not start the compile: {type(exc).__name__}: {exc}"[:500]
 
-    def _finish_locked(self, unit: _Unit) -> None:
+    def _finish_locked(self, unit: CompileUnit) -> None:
         unit.finished = time.monotonic()
         try:
             unit.report = self._read(unit.report_path)
@@ -328,7 +217,7 @@ class CompileAhead:
                     break
             if time.monotonic() >= deadline:
                 for unit in job.units:
-                    self._kill(unit)
+                    unit.kill()
                 with self._lock:
                     self._forget_locked(candidate_id)
                 return AheadResult(state="timeout", waited_s=time.monotonic() - began, started_late=late,
@@ -337,10 +226,10 @@ class CompileAhead:
         with self._lock:
             if sizes is None:
                 self._forget_locked(candidate_id)
-        return self._result(units, time.monotonic() - began, late)
+        return AheadResult.of(units, time.monotonic() - began, late)
 
     def pause(self) -> None:
-        """Stop every compile process (SIGSTOP) but CUDA C++ builds (see ``_Compile.pausable``),
+        """Stop every compile process (SIGSTOP) but CUDA C++ builds (see ``CompileJob.pausable``),
         and start no new one until :meth:`resume`.
 
         For the timing child's sake: an H200 search that compiled on the other 14 cores while
@@ -358,17 +247,9 @@ class CompileAhead:
 
     def _signal_locked(self, signum: int) -> None:
         for job in self._jobs.values():
-            if not job.pausable:
-                continue
-            for unit in job.units:
-                if unit.proc is not None and unit.finished is None and unit.proc.poll() is None:
-                    try:
-                        os.killpg(unit.proc.pid, signum)  # its own session: the whole group
-                    except (ProcessLookupError, PermissionError, OSError):
-                        try:
-                            unit.proc.send_signal(signum)
-                        except OSError:
-                            pass
+            if job.pausable:
+                for unit in job.units:
+                    unit.signal(signum)
 
     def cancel(self, candidate_id: str) -> None:
         """Stop and forget whatever the candidate still compiles (a screened child's rest)."""
@@ -377,7 +258,7 @@ class CompileAhead:
         if job is None:
             return
         for unit in job.units:
-            self._kill(unit)
+            unit.kill()
         with self._lock:
             self._forget_locked(candidate_id)
 
@@ -387,30 +268,6 @@ class CompileAhead:
             self._order.remove(candidate_id)
         self._pump_locked()
 
-    @staticmethod
-    def _result(units: list[_Unit], waited: float, late: bool) -> AheadResult:
-        starts = [u.started for u in units if u.started is not None]
-        ends = [u.finished for u in units if u.finished is not None]
-        compile_s = max(ends) - min(starts) if starts and ends else 0.0
-        errors = [u.error or getattr(u.report, "error", None) or "compile failed" for u in units
-                  if u.report is None or not getattr(u.report, "ok", False)]
-        reports = [u.report for u in units if u.report is not None]
-        return AheadResult(state="failed" if errors else "done", waited_s=waited, compile_s=compile_s,
-                           kernels_compiled=sum(int(getattr(r, "kernels_compiled", 0) or 0) for r in reports),
-                           kernels_cached=sum(int(getattr(r, "kernels_cached", 0) or 0) for r in reports),
-                           error="; ".join(errors)[:500] if errors else None, started_late=late)
-
-    @staticmethod
-    def _kill(unit: _Unit) -> None:
-        proc = unit.proc
-        if proc is None or proc.poll() is not None:
-            return
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # it runs in its own session, with anything it started
-        except (ProcessLookupError, PermissionError, OSError):
-            proc.kill()
-        proc.wait()
-
     def close(self) -> None:
         self._closed.set()
         with self._lock:
@@ -419,6 +276,6 @@ class CompileAhead:
             self._order.clear()
         for job in jobs:
             for unit in job.units:
-                self._kill(unit)
+                unit.kill()
         if self._server is not None:
             self._server.close()

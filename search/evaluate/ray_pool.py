@@ -28,49 +28,8 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError
 from search.engine.messages import EvalOutcome, EvalRequest
 from search.evaluate.actor import EvaluatorActor, Simulation
 from search.evaluate.admission import Admission
+from search.evaluate.slots import Flight, Slot
 from search.engine.pool import Completed, Lost, PoolEvent, PoolStats, next_in_queue
-
-@dataclass
-class _Slot:
-    name: str
-    actor: Any
-    gpu: bool
-    ready_at: float | None = None
-    busy_s: float = 0.0  # time with at least one evaluation in flight (ended spells)
-    busy_since: float | None = None  # the current spell's start, while one is in flight
-    evaluations: int = 0
-    running: int = 0  # its flights (the pool's _flights on this slot)
-    restarts: int = 0
-    ping: Any = None  # an in-flight ping ref while the actor (re)starts
-    ping_sent: float = 0.0
-    pid: int | None = None
-    node: str | None = None  # the Ray node it runs on (hex id), once it answered a ping
-    # Requests handed to this evaluator behind the one it runs (announced to it, so their
-    # kernels compile ahead); they start here, in order, and survive an actor restart (or move to
-    # an evaluator that is up, see RayPool._rehome).
-    queue: list[EvalRequest] = field(default_factory=list)
-    # What the actor last said: it held ``room_load`` requests and ``room`` compile processes
-    # would idle (its compile_room), so it may hold room_load + room; the question in flight,
-    # the requests it held when that was sent, and when.
-    room: int = 0
-    room_load: int = 0
-    room_ref: Any = None
-    room_ref_load: int = 0
-    room_asked: float = 0.0
-    # The "which of these are compiled?" question in flight (to pick the request to start; with
-    # ready_hold, every queued one was still compiling and a lane waits), and while holding the
-    # load when the slot last asked for one more request.
-    ready_ref: Any = None
-    ready_hold: bool = False
-    starved_load: int | None = None
-
-
-@dataclass
-class _Flight:
-    slot: _Slot
-    request: EvalRequest
-    started: float
-    deadline: float
 
 
 @dataclass
@@ -107,47 +66,34 @@ class RayPool:
     hold_for_ready: bool = False  # a free lane waits for a compiled request (see the class docstring)
     ready_wait_s: float = 0.5
     simulation: Simulation | None = None  # simulated GPUs (evaluation.device: simulated)
-    slots: list[_Slot] = field(default_factory=list)
-    _flights: dict[Any, _Flight] = field(default_factory=dict)
+    slots: list[Slot] = field(default_factory=list)
+    _flights: dict[Any, Flight] = field(default_factory=dict)
     created_at: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
+        self.lanes = max(1, self.lanes)  # 0 (unset) means one lane
         count = self.gpus if self.gpus > 0 else self.cpu_evaluators
         env = dict(self.env_extra)
         if self.gpus == 0:
             env.setdefault("TRITON_INTERPRET", "1")  # no GPU: run Triton kernels in the interpreter
         for i in range(count):
             name = f"gpu{i}" if self.gpus else f"cpu{i}"
-            options: dict[str, Any] = {"num_cpus": self.cpus_per_evaluator, "max_concurrency": max(1, self.lanes)}
+            options: dict[str, Any] = {"num_cpus": self.cpus_per_evaluator, "max_concurrency": self.lanes}
             if self.gpus:
                 options["num_gpus"] = 1
             actor = EvaluatorActor.options(**options).remote(  # type: ignore[attr-defined]
-                str(self.workdir), env, name, self.lookahead > 0, max(1, self.lanes),
+                str(self.workdir), env, name, self.lookahead > 0, self.lanes,
                 self.simulation.model_dump_json() if self.simulation is not None else None)
-            slot = _Slot(name=name, actor=actor, gpu=self.gpus > 0)
-            self._send_ping(slot)
+            slot = Slot(name=name, actor=actor, gpu=self.gpus > 0)
+            slot.send_ping()
             self.slots.append(slot)
-
-    def _send_ping(self, slot: _Slot) -> None:
-        slot.room, slot.room_load, slot.room_ref = 0, 0, None  # a (re)starting actor: ask again
-        slot.ready_ref, slot.starved_load = None, None
-        slot.ping = slot.actor.ping.remote()
-        slot.ping_sent = time.monotonic()
 
     @property
     def size(self) -> int:
         return len(self.slots)
 
-    def _ready(self) -> list[_Slot]:
-        return [s for s in self.slots if s.ping is None and s.ready_at is not None]
-
-    def _running(self, slot: _Slot) -> int:
-        """Requests in flight on the slot (at most ``lanes``): counted as they start and land, where
-        counting the flights for every slot at every admission grew as evaluators squared."""
-        return slot.running
-
-    def _load(self, slot: _Slot) -> int:
-        return self._running(slot) + len(slot.queue)
+    def _ready(self) -> list[Slot]:
+        return [s for s in self.slots if s.up]
 
     @property
     def _admission(self) -> Admission:
@@ -157,7 +103,7 @@ class RayPool:
     def _room_cap(self) -> int:
         return self._admission.room_cap
 
-    def _capacity(self, slot: _Slot) -> int:
+    def _capacity(self, slot: Slot) -> int:
         """Requests the slot may hold (the rule: :class:`search.evaluate.admission.Admission`)."""
         return self._admission.capacity(slot.room_load, slot.room, slot.starved_load)
 
@@ -182,13 +128,13 @@ class RayPool:
             if slot.room_ref is None and now - slot.room_asked >= self.room_every_s:
                 # Asked after the prefetches sent so far (one concurrency group, in order): the
                 # answer counts the requests it holds now.
-                slot.room_ref, slot.room_ref_load = slot.actor.compile_room.remote(), self._load(slot)
+                slot.room_ref, slot.room_ref_load = slot.actor.compile_room.remote(), slot.load
                 slot.room_asked = now
 
     def free_slots(self) -> int:
         self._collect_pings()
         self._ask_room()
-        return sum(max(0, self._capacity(s) - self._load(s)) for s in self._ready())
+        return sum(max(0, self._capacity(s) - s.load) for s in self._ready())
 
     def inflight(self) -> list[str]:
         return [f.request.candidate_id for f in self._flights.values()] + \
@@ -204,29 +150,24 @@ class RayPool:
                 try:
                     info = ray.get(slot.ping)
                 except RayError:
-                    self._send_ping(slot)  # still restarting
+                    slot.send_ping()  # still restarting
                     self._rehome(slot)
                     continue
-                slot.ping = None
-                slot.pid = info["pid"]
-                slot.node = info.get("node")
-                slot.ready_at = slot.ready_at or time.monotonic()
+                slot.answered_ping(info)
                 self._next(slot)  # the lanes start first: what they take needs no prefetch
-                for queued in slot.queue:
-                    slot.actor.prefetch.remote(queued.model_dump_json())  # a restarted actor knows nothing
+                slot.announce_queue()
                 for other in self.slots:  # queues left on evaluators lost while none was up
                     if other.ping is not None:
                         self._rehome(other)
 
     def submit(self, request: EvalRequest) -> None:
-        ready = [s for s in self._ready() if self._load(s) < self._capacity(s)]
+        ready = [s for s in self._ready() if s.load < self._capacity(s)]
         if not ready:
             raise RuntimeError("submit() without a free slot")
-        slot = min(ready, key=self._load)
+        slot = min(ready, key=lambda s: s.load)
         request = request.model_copy(update={"dispatched_at": time.time()})
-        if self._running(slot) >= max(1, self.lanes) or slot.queue:  # busy, or holding for a ready one
-            slot.queue.append(request)
-            slot.actor.prefetch.remote(request.model_dump_json())
+        if slot.running >= self.lanes or slot.queue:  # busy, or holding for a ready one
+            slot.enqueue(request)
         else:
             self._start(slot, request)  # a free lane (the worker announces it to its compile-ahead itself)
 
@@ -241,31 +182,25 @@ class RayPool:
             slot.queue.clear()
         return out
 
-    def _start(self, slot: _Slot, request: EvalRequest) -> None:
+    def _start(self, slot: Slot, request: EvalRequest) -> None:
         ref = slot.actor.evaluate.remote(request.model_dump_json())
         now = time.monotonic()
-        if slot.busy_since is None:
-            slot.busy_since = now
         # A lane's evaluation may wait for the device behind every other lane's gate calls and
         # bench jobs, each bounded by its own limits: the deadline grows with the lanes.
-        deadline = now + request.deadline_s * max(1, self.lanes)
-        self._flights[ref] = _Flight(slot=slot, request=request, started=now, deadline=deadline)
-        slot.running += 1
+        deadline = now + request.deadline_s * self.lanes
+        self._flights[ref] = Flight(slot=slot, request=request, started=now, deadline=deadline)
+        slot.lane_started(now)
 
-    def _landed(self, ref: Any) -> _Flight:
-        """Take a flight off the books, ending its slot's busy spell if it was the last one."""
+    def _landed(self, ref: Any) -> Flight:
+        """Take a flight off the books."""
         flight = self._flights.pop(ref)
-        slot = flight.slot
-        slot.running -= 1
-        if slot.busy_since is not None and not self._running(slot):
-            slot.busy_s += time.monotonic() - slot.busy_since
-            slot.busy_since = None
+        flight.slot.lane_landed(time.monotonic())
         return flight
 
-    def _next(self, slot: _Slot) -> None:
+    def _next(self, slot: Slot) -> None:
         """Start the slot's next queued requests while it is up and has a free lane; when which one
         to start depends on what is compiled, ask the actor (answered without blocking the loop)."""
-        while slot.queue and slot.ping is None and self._running(slot) < max(1, self.lanes):
+        while slot.queue and slot.ping is None and slot.running < self.lanes:
             if slot.ready_ref is not None:
                 return  # a question about its queue is out: its answer starts one
             if self._needs_answer(slot):
@@ -274,19 +209,13 @@ class RayPool:
             slot.starved_load = None
             self._start(slot, slot.queue.pop(0))
 
-    def _head_waited(self, slot: _Slot) -> tuple[float, float]:
-        """How long the head has been queued, and how long it may be."""
-        head = slot.queue[0]
-        waited = time.time() - head.dispatched_at if head.dispatched_at is not None else 0.0
-        return waited, head.limits.case_timeout_s
-
-    def _needs_answer(self, slot: _Slot) -> bool:
+    def _needs_answer(self, slot: Slot) -> bool:
         """Whether the request to start depends on which queued ones are compiled (:func:`next_in_queue`);
         if not, the head starts."""
-        waited, limit = self._head_waited(slot)
+        waited, limit = slot.head_waited()
         return self.ready_first and (len(slot.queue) >= 2 or self.hold_for_ready) and waited <= limit
 
-    def _ask_ready(self, slot: _Slot, hold: bool) -> None:
+    def _ask_ready(self, slot: Slot, hold: bool) -> None:
         """Ask the actor which queued requests are compiled: at once, or (``hold``: every one is still
         compiling, a lane waits) as soon as one is or ``ready_wait_s`` passed, taking one more
         request meanwhile (the loop proposes it).  The answer comes through :meth:`poll`: a
@@ -296,11 +225,11 @@ class RayPool:
             return
         slot.ready_hold = hold
         if hold:
-            slot.starved_load = self._load(slot)
+            slot.starved_load = slot.load
         slot.ready_ref = slot.actor.ready_within.remote([r.candidate_id for r in slot.queue],
                                                         self.ready_wait_s if hold else 0.0)
 
-    def _ready_answered(self, slot: _Slot) -> None:
+    def _ready_answered(self, slot: Slot) -> None:
         ref, slot.ready_ref = slot.ready_ref, None
         try:
             ready = set(ray.get(ref))
@@ -309,10 +238,10 @@ class RayPool:
             return
         except RayError:
             ready = set()
-        if not slot.queue or slot.ping is not None or self._running(slot) >= max(1, self.lanes):
+        if not slot.queue or slot.ping is not None or slot.running >= self.lanes:
             slot.starved_load = None
             return
-        index = next_in_queue([r.candidate_id for r in slot.queue], ready, *self._head_waited(slot),
+        index = next_in_queue([r.candidate_id for r in slot.queue], ready, *slot.head_waited(),
                               hold=self.hold_for_ready)
         if index is None:
             self._ask_ready(slot, hold=True)  # none compiled: hold, with one more request queued by now
@@ -348,7 +277,7 @@ class RayPool:
                                           f"{late} (lost with {flight.request.candidate_id})")
         return events
 
-    def _lose_slot(self, slot: _Slot, reason: Callable[[_Flight], str]) -> list[PoolEvent]:
+    def _lose_slot(self, slot: Slot, reason: Callable[[Flight], str]) -> list[PoolEvent]:
         """The slot's actor is dead or killed: every flight on it is lost, once, and the restarted
         actor is pinged (its queue starts when it answers)."""
         lost = [ref for ref, f in self._flights.items() if f.slot is slot]
@@ -359,13 +288,13 @@ class RayPool:
         self._restarted(slot)
         return events
 
-    def _restarted(self, slot: _Slot) -> None:
+    def _restarted(self, slot: Slot) -> None:
         """The slot's actor died (Ray restarts it): ping it before reuse, its queue to one that is up."""
         slot.restarts += 1
-        self._send_ping(slot)
+        slot.send_ping()
         self._rehome(slot)
 
-    def _rehome(self, slot: _Slot) -> None:
+    def _rehome(self, slot: Slot) -> None:
         """Move a lost slot's queued requests to the evaluators that are up, least loaded first.
 
         Its actor may never come back (its node left the cluster: Ray keeps the restart pending
@@ -377,9 +306,7 @@ class RayPool:
             return
         moved, slot.queue = slot.queue, []
         for request in moved:
-            target = min(alive, key=self._load)
-            target.queue.append(request)
-            target.actor.prefetch.remote(request.model_dump_json())
+            min(alive, key=lambda s: s.load).enqueue(request)
         for target in alive:
             self._next(target)
 
@@ -414,21 +341,16 @@ class RayPool:
         return [self._completed(slot, outcome)]
 
     @staticmethod
-    def _completed(slot: _Slot, outcome: EvalOutcome) -> PoolEvent:
+    def _completed(slot: Slot, outcome: EvalOutcome) -> PoolEvent:
         if outcome.infra_error:
             return Lost(candidate_id=outcome.candidate_id, reason=f"{slot.name}: {outcome.infra_error}")
         return Completed(outcome=outcome)
 
     def stats(self) -> PoolStats:
         now = time.monotonic()
-        busy = {}
-        for slot in self.slots:
-            spell = now - slot.busy_since if slot.busy_since is not None else 0.0
-            alive_for = now - (slot.ready_at or now)
-            busy[slot.name] = min(1.0, (slot.busy_s + spell) / alive_for) if alive_for > 1 else 0.0
-        return PoolStats(evaluators=len(self.slots), ready=sum(s.ready_at is not None and s.ping is None
-                                                               for s in self.slots),
-                         busy_fraction=busy, restarts=sum(s.restarts for s in self.slots))
+        return PoolStats(evaluators=len(self.slots), ready=sum(s.up for s in self.slots),
+                         busy_fraction={s.name: s.busy_fraction(now) for s in self.slots},
+                         restarts=sum(s.restarts for s in self.slots))
 
     def utilization(self, timeout: float = 5.0) -> dict[str, float | None]:
         out: dict[str, float | None] = {}

@@ -35,7 +35,8 @@ from kernels.params import structure_fingerprint
 from kernels.suites import Case
 from search.engine.cascade import is_screened_out
 from search.evaluate.children import ChildPool
-from search.evaluate.compile_ahead import AheadResult, CompileAhead
+from search.evaluate.compile_ahead import CompileAhead
+from search.evaluate.compile_jobs import AheadResult
 from search.evaluate.device_gate import DeviceGate, Hold, RegionTurns
 from search.engine.messages import EvalOutcome, EvalRequest
 from search.evaluate.outcome import merge_reports, outcome_from_reports

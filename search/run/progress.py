@@ -42,9 +42,10 @@ def render(loop: SearchLoop, title: str) -> Group:
     counters = RunCounters.of(loop.run.store.counters())
     pool = loop.pool.stats()
     failures = {k: v for k, v in s.by_state.items() if State(k).is_failure}
-    llm = loop.llm_off_reason or f"{len(loop.llm_jobs)} calls in flight"
-    if loop.llm_budget is not None and not loop.llm_off_reason:
-        paused = [name for name in loop.llm_budget.state if loop.llm_budget.paused(name)]
+    calls = loop.llm_calls
+    llm = calls.off_reason or f"{len(calls.jobs)} calls in flight"
+    if calls.budget is not None and not calls.off_reason:
+        paused = [name for name in calls.budget.state if calls.budget.paused(name)]
         llm += f", paused: {', '.join(paused)}" if paused else ""
     lines = [
         Text.assemble((title, "bold"), f"  {elapsed / 60:.1f} min  evals {s.evaluations} "

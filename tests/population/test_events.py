@@ -9,6 +9,7 @@ import threading
 
 import pytest
 
+from population.consistency import check_consistency
 from population.errors import StoreCorrupt, StoreForeign, StoreNotFound
 from population.events import (EventKind, EventOutcome, EventWriter, OutcomeStatus, active, is_paused,
                                latest_active, new_event, notes_by_candidate, read_events)
@@ -121,7 +122,7 @@ def test_run_dispute_is_persisted(run):
         run.tell(cand.id, State.VERIFIED, result=EvalResult(candidate_id=cand.id, geomean_ms=ms))
     assert run.champion("b").id == cands[0].id
     assert [c.cause for c in run.dispute(cands[0].id)] == ["disputed"]
-    assert run.store.check_consistency() == []
+    assert check_consistency(run.store) == []
     again = load_population(run.store)
     assert again.family("b").is_disputed(cands[0].id) and again.champion("b").id == cands[1].id
     assert run.store.current_champion_ids()["b"] == cands[1].id

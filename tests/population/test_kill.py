@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from population.consistency import check_consistency
 from population.errors import StoreNotFound
 from population.models import Origin, State
 from population.run import Run, load_population
@@ -32,7 +33,7 @@ def committed_ids(side: Path) -> list[str]:
 def check_store(run: Run, side: Path) -> int:
     """Everything the kill test promises, on a freshly reopened run; returns the in-flight count."""
     store = run.store
-    assert store.check_consistency(deep=True) == []
+    assert check_consistency(store, deep=True) == []
     assert run.population.invariant_violations() == []
     ids = committed_ids(side)
     assert len(ids) == len(set(ids)), "a result was logged as committed twice"
@@ -56,7 +57,7 @@ def reader_check(run_dir: Path) -> None:
     """A read-only opener while the child writes: it must see one consistent commit."""
     with RunStore.open(run_dir, readonly=True) as reader:
         with reader.read():
-            assert reader.check_consistency() == []
+            assert check_consistency(reader) == []
             assert load_population(reader).invariant_violations() == []
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from population.config import FamilyConfig, MigrationConfig, PopulationConfig, SelectionConfig, Topology
+from population.consistency import check_consistency
 from population.models import Candidate, EvalResult, NewCandidate, Origin, State
 from population.run import Run, load_population
 from population.store import RunStore
@@ -99,7 +100,7 @@ def test_interrupted_run_equals_uninterrupted_run(tmp_path: Path, crash_at: str 
     assert resumed.population.snapshot() == straight.population.snapshot()
     assert table(resumed.store) == table(straight.store)
     assert resumed.store.counters() == straight.store.counters()
-    assert resumed.store.check_consistency() == [] and resumed.population.invariant_violations() == []
+    assert check_consistency(resumed.store) == [] and resumed.population.invariant_violations() == []
     straight.close()
     resumed.close()
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from population.consistency import check_consistency
 from population.errors import (InvalidTransition, RunStoreError, StoreCorrupt, StoreExists, StoreForeign, StoreLocked,
                                StoreNotFound, StoreReadOnly, StoreTooNew)
 from population.models import EvalResult, NewCandidate, Origin, State
@@ -168,7 +169,7 @@ def test_reader_sees_only_commits_while_a_writer_is_mid_transaction(tmp_path: Pa
             # Another process-like reader opens now, while the write transaction is open.
             with RunStore.open(d, readonly=True) as reader:
                 assert reader.find_candidate(s.id) is None
-                assert reader.check_consistency() == []
+                assert check_consistency(reader) == []
                 pop = load_population(reader)
                 assert pop.champion("a").fitness_ms == 1.0  # type: ignore[union-attr]
         with RunStore.open(d, readonly=True) as reader:
@@ -200,7 +201,7 @@ def test_results_are_stored_once_and_repeats_are_idempotent(run: Run) -> None:
     with pytest.raises(InvalidTransition):
         run.tell(s.id, State.CRASHED, reason="late crash report")
     assert run.store.put_result(ok(s.id, 2.0)) is False
-    assert run.store.check_consistency() == []
+    assert check_consistency(run.store) == []
 
 
 def test_tell_validates_before_writing(run: Run) -> None:
@@ -286,7 +287,7 @@ def test_a_failed_transaction_leaves_store_and_population_as_they_were(run: Run)
             raise RuntimeError("driver died mid-transaction")
     assert run.population.snapshot() == before_pop
     assert run.store.get_candidate(c.id).state is State.PENDING
-    assert run.store.count_candidates() == before_rows and run.store.check_consistency() == []
+    assert run.store.count_candidates() == before_rows and check_consistency(run.store) == []
     run.tell(c.id, State.VERIFIED, result=ok(c.id, 1.0))
     assert run.champion("a").id == c.id  # type: ignore[union-attr]
 
@@ -306,12 +307,12 @@ def test_add_family_persists(tmp_path: Path) -> None:
 def test_consistency_check_catches_tampering(tmp_path: Path) -> None:
     d = filled_store(tmp_path, n=5)
     with RunStore.open(d) as store:
-        assert store.check_consistency(deep=True) == []
+        assert check_consistency(store, deep=True) == []
         store.set_counter("evaluations", 99)
         with store.transaction():
             store.connection.execute("UPDATE blobs SET text = 'edited' WHERE rowid = 1")
             store.connection.execute("UPDATE structures SET evals = evals + 1")
-        problems = store.check_consistency(deep=True)
+        problems = check_consistency(store, deep=True)
     assert any("counter evaluations" in p for p in problems)
     assert any("does not hash" in p for p in problems)
     assert any("structure whose evaluation count" in p for p in problems)

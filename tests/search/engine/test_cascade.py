@@ -12,6 +12,7 @@ from kernels.families import BASELINE_PATH
 from kernels.harness.settings import RunLimits, TimingPolicy
 from kernels.params import structure_fingerprint
 from kernels.suites import get_suite
+from population.consistency import check_consistency
 from population.models import CaseOutcome, CaseStatus, EvalResult, Origin, State
 from search.engine.cascade import ScreenPlan, is_screened_out, plan_screen, screen_cases, screened_estimate
 from search.config import EvaluationConfig
@@ -79,7 +80,7 @@ def test_a_screened_child_is_told_to_optuna_and_never_crowned(tmp_path, families
     loop = make_loop(cfg, families, pool=FakePool(judge=_screening_judge(requests)), max_evals=14)
     loop.run_until_done()
     store = loop.run.store
-    assert store.check_consistency(deep=True) == []
+    assert check_consistency(store, deep=True) == []
     cands = {c.id: c for c in store.list_candidates()}
     screened = [c for c in cands.values() if c.state is State.SCREENED]
     assert screened and all(c.origin is not Origin.SEED and c.fitness_ms is None for c in screened)

@@ -12,6 +12,7 @@ import pytest
 import kernels.families
 from kernels.families import BASELINE_PATH
 from kernels.params import ParamSpace, read_params
+from population.consistency import check_consistency
 from population.models import CaseOutcome, CaseStatus, EvalResult, Origin, State
 from population.records import DUEL_KEY, DUELS_KEY
 from population.run import Run
@@ -161,7 +162,7 @@ def test_lucky_champions_lose_their_duels_and_true_ones_keep_the_title(tmp_path,
     assert int(store.counter("gpu_evaluations")) == 40
     assert int(store.counter("duels")) == len(verdicts) and int(store.counter("duels_lost")) == len(lost)
     assert not any(is_duel_id(c.id) for c in store.list_candidates())
-    assert store.check_consistency(deep=True) == []
+    assert check_consistency(store, deep=True) == []
     # What a duel asks: the defender as the reference, only the short cases, on fresh inputs, no screen.
     bench = {c.name: c for c in loop.bench_cases}
     for request in pool.duels:

@@ -12,6 +12,7 @@ import pytest
 
 import kernels.families
 from kernels.params import render_params, structure_fingerprint
+from population.consistency import check_consistency
 from population.events import EventKind, EventWriter, new_event, read_outcomes
 from population.models import CaseOutcome, CaseStatus, EvalResult, NewCandidate, Origin, State
 from population.run import Run
@@ -86,7 +87,7 @@ def test_inject_is_evaluated_in_the_next_slot_and_tuned(tmp_path, families):
         structure_fingerprint(TOY_SOURCE)
     tuned = [c for c in loop.run.store.list_candidates(origin=Origin.OPTUNA) if c.parent_ids == (cid,)]
     assert tuned, "a new structure with a PARAMS block is tuned"
-    assert loop.run.store.check_consistency(deep=True) == []
+    assert check_consistency(loop.run.store, deep=True) == []
 
 
 def test_refused_inject_loses_nothing(tmp_path, families):
@@ -194,7 +195,7 @@ def test_recheck_of_a_tampered_record_does_not_hold_and_disputes_it(tmp_path, fa
     remeasure = loop2.run.store.get_candidate(tampered.candidate_id)
     assert remeasure.origin is Origin.HUMAN and remeasure.parent_ids == (champion,)
     assert loop2.run.population.family("toy").is_disputed(champion)
-    assert loop2.run.store.check_consistency(deep=True) == []
+    assert check_consistency(loop2.run.store, deep=True) == []
     assert int(loop2.run.store.counter("gpu_evaluations")) >= 8  # rechecks are not counted as evaluations
 
 
@@ -215,7 +216,7 @@ def test_a_disputed_result_is_never_crowned_again(tmp_path, families):
     later = loop.run.store.champion_history("toy")[crowned:]
     assert all(e.change.candidate_id != champion.id for e in later)
     assert loop.run.champion("toy").id != champion.id
-    assert loop.run.store.check_consistency(deep=True) == []
+    assert check_consistency(loop.run.store, deep=True) == []
 
 
 def focus_judge(request):
@@ -256,7 +257,7 @@ def test_focused_run_stops_at_its_target_and_rejects_a_regression(tmp_path, fami
     result = loop.run.store.get_result(champ.id)
     times = {c.case: c.median_ms for c in result.cases}
     assert champ.fitness_ms == pytest.approx(times["dense-8x16-c1"]) != result.geomean_ms
-    assert loop.run.store.check_consistency(deep=True) == []
+    assert check_consistency(loop.run.store, deep=True) == []
     assert loop.stats.evaluations < 200
 
 
@@ -380,4 +381,4 @@ def test_a_malformed_event_is_refused_and_the_run_goes_on(tmp_path, families):
     assert outcome(loop, bad.seq).status.value == "refused" and "source" in outcome(loop, bad.seq).detail
     assert outcome(loop, good.seq).status.value == "applied"
     assert not loop.run.store.list_candidates(origin=Origin.HUMAN)
-    assert loop.run.store.check_consistency() == []
+    assert check_consistency(loop.run.store) == []

@@ -9,6 +9,7 @@ import os
 import pytest
 
 from kernels.harness.settings import RunLimits, TimingPolicy
+from population.consistency import check_consistency
 from population.models import Origin, State
 from population.store import RunStore
 from search.config import BudgetConfig, EvaluationConfig, LLMConfig, MutationMix
@@ -55,16 +56,17 @@ def test_scripted_llm_answers_end_in_the_right_states(tmp_path, monkeypatch):
                                     profile=False),
         llm=LLMConfig(base_url=server.url, models=[LLMModel(name="scripted", usd_per_mtok_in=1.0)], concurrency=1,
                       timeout_s=5, max_retries=0))
-    import search.engine.loop as loop_module
-    original_collect = loop_module.SearchLoop._collect_llm
+    from search.engine.llm_calls import LLMCalls
+    original_collect = LLMCalls.collect
 
-    def collect(self):
-        original_collect(self)
+    def collect(self, store_child):
+        collected = original_collect(self, store_child)
         if not server.script and server.requests and not getattr(server, "down", False):
             server.down = True
             server.stop()  # the endpoint disappears mid-run
+        return collected
 
-    monkeypatch.setattr(loop_module.SearchLoop, "_collect_llm", collect)
+    monkeypatch.setattr(LLMCalls, "collect", collect)
     try:
         assert launch(config) == 0
     finally:
@@ -83,7 +85,7 @@ def test_scripted_llm_answers_end_in_the_right_states(tmp_path, monkeypatch):
                                  ("time.sleep(1000)", "hang"), ("_c.append", "cached"), ("_SEEN", "snoop")):
                 if marker in source and name not in by_marker:
                     by_marker[name] = c
-        assert store.check_consistency(deep=True) == []
+        assert check_consistency(store, deep=True) == []
     assert set(by_marker) == {"valid", "unapplied", "crash", "hang", "cached", "snoop"}, sorted(by_marker)
     assert by_marker["valid"].state is State.VERIFIED
     assert by_marker["unapplied"].state is State.REJECTED and "does not occur" in by_marker["unapplied"].reason

@@ -3,6 +3,7 @@ running yet: a stop gives them back to the store as pending, for ``resume``."""
 
 from __future__ import annotations
 
+from population.consistency import check_consistency
 from population.models import State
 from tests.search.fakes import FakePool
 from tests.search.engine.test_loop import config, families, make_loop  # noqa: F401 - fixture
@@ -30,6 +31,6 @@ def test_queued_requests_are_pending_again_after_a_stop(tmp_path, families):  # 
     assert store.get_candidate(running).state is State.RUNNING
     assert all(store.get_candidate(cid).state is State.PENDING for cid in queued)
     loop.step()  # the running one finishes; nothing new starts
-    assert loop.finished and store.check_consistency(deep=True) == []
+    assert loop.finished and check_consistency(store, deep=True) == []
     again = {c.id for c in store.inflight()}  # what resume queues again (with the seeds never sent)
     assert set(queued) <= again and running not in again

@@ -8,6 +8,7 @@ import kernels.families
 from kernels.harness.settings import RunLimits, TimingPolicy
 from kernels.families import BASELINE_PATH
 from kernels.params import ParamSpace, structure_fingerprint
+from population.consistency import check_consistency
 from population.models import Origin, State
 from population.run import Run
 from population.snapshot import read_snapshot
@@ -54,7 +55,7 @@ def test_runs_to_budget_and_learns(tmp_path, families):
     loop = make_loop(config(tmp_path), families, max_evals=30)
     loop.run_until_done()
     store = loop.run.store
-    assert store.check_consistency(deep=True) == []
+    assert check_consistency(store, deep=True) == []
     assert int(store.counter("gpu_evaluations")) == 30
     cands = store.list_candidates()
     assert loop.pool.submitted[0] == cands[0].id and cands[0].family == "torch_geqrf"  # baseline first
@@ -112,7 +113,7 @@ def test_lost_work_is_requeued_and_nobody_is_blamed(tmp_path, families):
     assert pool.submitted.count(victim) == 3
     lost = run.store.get_candidate(always_lost)
     assert lost.state is State.CRASHED and "lost 3 times" in lost.reason
-    assert run.store.check_consistency() == []
+    assert check_consistency(run.store) == []
 
 
 def test_failures_are_states_and_tell_optuna_fail(tmp_path, families):
@@ -220,7 +221,7 @@ def test_llm_token_budget_turns_llm_off(tmp_path, families):
     llm = FakeLLMPool(edit_reply)
     loop = make_loop(cfg, families, llm=llm, max_evals=15)
     loop.run_until_done()
-    assert loop.llm_off_reason and "token budget" in loop.llm_off_reason
+    assert loop.llm_calls.off_reason and "token budget" in loop.llm_calls.off_reason
     assert len(llm.prompts) <= 3
 
 
@@ -253,7 +254,7 @@ def test_resume_after_an_abrupt_stop_continues_exactly(tmp_path, families):
     store = loop2.run.store
     assert int(store.counter("gpu_evaluations")) == done_before + 10
     assert all(store.get_candidate(cid).state.is_terminal for cid in inflight)  # re-queued and finished
-    assert store.check_consistency(deep=True) == []
+    assert check_consistency(store, deep=True) == []
     assert loop2.tuner.trials_used("toy", fp) > trials_before  # the same study, continued
     assert not loop2.duels.running and all(f"duel/{cid.partition(':')[0]}" in store.kv_items()
                                             for cid in duels)  # the resumed run judged the duels in flight

@@ -323,13 +323,13 @@ def test_a_family_that_compiled_many_kernels_splits_the_next_childs_compile_over
     shapes = [(2, 4096), (640, 512), (1, 4096)]
     every = [(1, 4096), (2, 4096), (640, 512)]  # what each process runs: all of them, largest n first
     try:
-        assert sched.shards_for("lookahead", shapes) == 2  # nothing known yet: one per size n
+        assert sched.costs.shards_for("lookahead", shapes) == 2  # nothing known yet: one per size n
         sched.announce("c1", cand(tmp_path, "c1"), shapes, kind="lookahead")
         first = sched.wait("c1", timeout=30)
         assert first.state == "done" and first.kernels_compiled == 15  # the shares add up
         assert [(c["shard"], c["shapes"]) for c in compiler.calls] == [((0, 2), every), ((1, 2), every)]
-        assert sched.shards_for("lookahead", shapes) == 4  # 15 kernels, about 4 per process, capped at 4
-        assert sched.shards_for("blocked", shapes) == 2 and sched.shards_for("lookahead", shapes[:1]) == 1
+        assert sched.costs.shards_for("lookahead", shapes) == 4  # 15 kernels, about 4 per process, capped at 4
+        assert sched.costs.shards_for("blocked", shapes) == 2 and sched.costs.shards_for("lookahead", shapes[:1]) == 1
         compiler.calls.clear()
         sched.announce("c2", cand(tmp_path, "c2"), shapes, kind="lookahead")
         assert not sched.is_ready("c2", {512})
@@ -337,7 +337,7 @@ def test_a_family_that_compiled_many_kernels_splits_the_next_childs_compile_over
         assert second.state == "done" and second.kernels_compiled == 15
         assert [(c["shard"], c["shapes"]) for c in compiler.calls] == [((i, 4), every) for i in range(4)]
         assert len({c["report"] for c in compiler.calls}) == 4  # one report each
-        assert sched.shards_for("lookahead", shapes) == 4  # the shares' sum is learned, not one share
+        assert sched.costs.shards_for("lookahead", shapes) == 4  # the shares' sum is learned, not one share
         compiler.calls.clear()
         sched.announce("c3", cand(tmp_path, "c3"), shapes, kind="blocked")  # another family: nothing known
         assert sched.wait("c3", timeout=30).state == "done"
@@ -352,16 +352,16 @@ def test_a_failed_split_compile_fails_the_candidate_and_the_next_one_goes_unspli
     shapes = [(8, 2048)]
     try:
         sched.announce("c1", cand(tmp_path, "c1"), shapes, kind="lookahead")
-        assert sched.wait("c1", timeout=30).state == "done" and sched.shards_for("lookahead", shapes) == 3
+        assert sched.wait("c1", timeout=30).state == "done" and sched.costs.shards_for("lookahead", shapes) == 3
         compiler.ok = False
         sched.announce("c2", cand(tmp_path, "c2"), shapes, kind="lookahead")
         got = sched.wait("c2", timeout=30)
         assert got.state == "failed" and "fake compile error" in got.error
-        assert sched.shards_for("lookahead", shapes) == 1  # maybe the split itself: try it whole
+        assert sched.costs.shards_for("lookahead", shapes) == 1  # maybe the split itself: try it whole
         compiler.ok = True
         sched.announce("c3", cand(tmp_path, "c3"), shapes, kind="lookahead")
         assert sched.wait("c3", timeout=30).state == "done"
-        assert compiler.calls[-1]["shard"] == (0, 1) and sched.shards_for("lookahead", shapes) == 3
+        assert compiler.calls[-1]["shard"] == (0, 1) and sched.costs.shards_for("lookahead", shapes) == 3
     finally:
         sched.close()
 
@@ -374,8 +374,8 @@ def test_once_costs_are_known_a_cheap_candidate_compiles_before_an_expensive_one
             sched.announce(cid, cand(tmp_path, cid), [(2, 32)], kind=kind)
         assert sched.wait("big1", 30).state == "done" and sched.wait("small1", 30).state == "done"
         sizes = frozenset({32})
-        assert sched.expected_cost("lookahead", sizes) > sched.expected_cost("householder", sizes) > 0
-        assert sched.expected_cost("blocked", sizes) == 0  # never seen: it would go first
+        assert sched.costs.expected_cost("lookahead", sizes) > sched.costs.expected_cost("householder", sizes) > 0
+        assert sched.costs.expected_cost("blocked", sizes) == 0  # never seen: it would go first
         sched.announce("blocker", cand(tmp_path, "blocker"), [(2, 32)], kind="lookahead")  # takes the one CPU
         sched.announce("big2", cand(tmp_path, "big2"), [(2, 32)], kind="lookahead")
         sched.announce("small2", cand(tmp_path, "small2"), [(2, 32)], kind="householder")
@@ -433,12 +433,12 @@ def test_shards_follow_the_kernels_the_last_compile_had_to_compile_not_those_it_
     shapes = [(640, 512)]
     try:
         sched.announce("c1", cand(tmp_path, "c1"), shapes, kind="lookahead")
-        assert sched.wait("c1", 30).kernels_compiled == 12 and sched.shards_for("lookahead", shapes) == 4  # capped
+        assert sched.wait("c1", 30).kernels_compiled == 12 and sched.costs.shards_for("lookahead", shapes) == 4  # capped
         compiler.cached = 2  # each of the 4 processes finds 2 of its 3 kernels compiled already
         sched.announce("c2", cand(tmp_path, "c2"), shapes, kind="lookahead")
         got = sched.wait("c2", 30)
         assert got.kernels_compiled == 4 and got.kernels_cached == 8
-        assert sched.shards_for("lookahead", shapes) == 2  # a local step's child: little to compile
+        assert sched.costs.shards_for("lookahead", shapes) == 2  # a local step's child: little to compile
     finally:
         sched.close()
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from kernels.harness.settings import RunLimits, TimingPolicy
+from population.consistency import check_consistency
 from population.events import EventKind, EventWriter, new_event, read_events, read_outcomes
 from population.models import Origin, State
 from population.store import RunStore
@@ -203,7 +204,7 @@ def test_commands_against_a_running_search(tmp_path, monkeypatch):
     honest = f["recheck"]
     assert honest.data["cases"] and all(r["geqrf_recheck_ms"] for r in honest.data["cases"])  # timed in one child
     with RunStore.open(config.run_dir, readonly=True) as store:
-        assert store.check_consistency(deep=True) == []
+        assert check_consistency(store, deep=True) == []
         assert NOTE in json.dumps([e.model_dump() for e in read_events(store.connection)])
 
     # The same recheck on a copy of the store whose recorded times were divided by 20 does not hold.
@@ -225,7 +226,7 @@ def test_commands_against_a_running_search(tmp_path, monkeypatch):
         assert resume(copy, max_evals=1, console=Console(file=sink)) == 0
     with RunStore.open(copy, readonly=True) as store:
         tampered = read_outcomes(store.connection)[event.seq]
-        assert store.check_consistency(deep=True) == []
+        assert check_consistency(store, deep=True) == []
     assert tampered.status.value == "done" and tampered.data["holds"] is False
     assert all(not r["holds"] for r in tampered.data["cases"])
 
@@ -271,7 +272,7 @@ def test_events_survive_a_sigkilled_driver_and_resume(tmp_path, own_ray):
     with RunStore.open(run_dir, readonly=True) as store:
         outcomes = read_outcomes(store.connection)
         humans = store.list_candidates(origin=Origin.HUMAN)
-        assert store.check_consistency(deep=True) == []
+        assert check_consistency(store, deep=True) == []
         events = read_events(store.connection)
     assert [e.seq for e in events] == [applied.seq, note.seq, late.seq, promote.seq]
     assert sorted(c.id for c in humans) == sorted([first, outcomes[late.seq].candidate_id])

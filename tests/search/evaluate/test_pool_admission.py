@@ -57,13 +57,14 @@ def request(cid: str) -> EvalRequest:
 
 def room_pool(tmp_path, lookahead: int, max_lookahead: int, actors: tuple = (RoomActor,), **options):
     """A RayPool over RoomActors (one per class in ``actors``) instead of evaluators."""
-    from search.evaluate.ray_pool import RayPool, _Slot
+    from search.evaluate.ray_pool import RayPool
+    from search.evaluate.slots import Slot
 
     class RoomPool(RayPool):
         def __post_init__(self) -> None:
             for i, actor in enumerate(actors):
-                slot = _Slot(name="fake" if len(actors) == 1 else f"fake{i}", actor=actor.remote(), gpu=True)
-                self._send_ping(slot)
+                slot = Slot(name="fake" if len(actors) == 1 else f"fake{i}", actor=actor.remote(), gpu=True)
+                slot.send_ping()
                 self.slots.append(slot)
 
     return RoomPool(workdir=tmp_path, gpus=len(actors), lookahead=lookahead, max_lookahead=max_lookahead,

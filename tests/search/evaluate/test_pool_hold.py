@@ -80,12 +80,13 @@ def request(cid: str, timeout_s: float = 240.0) -> EvalRequest:
 
 
 def make_pool(tmp_path, hold: bool):
-    from search.evaluate.ray_pool import RayPool, _Slot
+    from search.evaluate.ray_pool import RayPool
+    from search.evaluate.slots import Slot
 
     class OneActorPool(RayPool):
         def __post_init__(self) -> None:
-            slot = _Slot(name="fake", actor=CompilingActor.remote(), gpu=True)  # type: ignore[attr-defined]
-            self._send_ping(slot)
+            slot = Slot(name="fake", actor=CompilingActor.remote(), gpu=True)  # type: ignore[attr-defined]
+            slot.send_ping()
             self.slots.append(slot)
 
     pool = OneActorPool(workdir=tmp_path, gpus=1, lookahead=2, max_lookahead=4, hold_for_ready=hold,

@@ -58,13 +58,14 @@ def request(cid: str) -> EvalRequest:
 def lane_pool(tmp_path, lanes: int = 2, lookahead: int = 1):
     """A RayPool over one LaneActor (the default group sized to the lanes, as RayPool sizes an
     EvaluatorActor's) instead of an evaluator."""
-    from search.evaluate.ray_pool import RayPool, _Slot
+    from search.evaluate.ray_pool import RayPool
+    from search.evaluate.slots import Slot
 
     class LanePool(RayPool):
         def __post_init__(self) -> None:
             actor = LaneActor.options(max_concurrency=self.lanes).remote()  # type: ignore[attr-defined]
-            slot = _Slot(name="fake", actor=actor, gpu=True)
-            self._send_ping(slot)
+            slot = Slot(name="fake", actor=actor, gpu=True)
+            slot.send_ping()
             self.slots.append(slot)
 
     return LanePool(workdir=tmp_path, gpus=1, lanes=lanes, lookahead=lookahead)
@@ -83,7 +84,7 @@ def two_running(pool) -> None:
     assert pool.free_slots() == 3  # two lanes and one queued
     for cid in ("c1", "c2", "c3"):
         pool.submit(request(cid))
-    assert pool.free_slots() == 0 and pool._running(pool.slots[0]) == 2 and len(pool.slots[0].queue) == 1
+    assert pool.free_slots() == 0 and pool.slots[0].running == 2 and len(pool.slots[0].queue) == 1
     actor = pool.slots[0].actor
     deadline = time.monotonic() + 60
     while ray.get(actor.at_once.remote()) < 2 and time.monotonic() < deadline:

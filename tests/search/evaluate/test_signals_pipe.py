@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from population.consistency import check_consistency
 from population.models import State
 from population.store import RunStore
 from search.cli.run import run_status
@@ -69,7 +70,7 @@ def test_signal_with_a_dead_pipe_reader_stops_cleanly(tmp_path, signum):
     assert f"stopped by {name}" in log
     with RunStore.open(run_dir, readonly=True) as store:
         states = {c.state for c in store.list_candidates()}
-        assert store.check_consistency(deep=True) == []
+        assert check_consistency(store, deep=True) == []
     # Nothing is left marked running: it finished, or it waits in the queue for `resume`.
     assert State.RUNNING not in states
     assert status["evaluations"] >= 2

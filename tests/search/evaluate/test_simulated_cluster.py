@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from population.consistency import check_consistency
 from population.models import State
 from population.store import RunStore
 from search.config import BudgetConfig, EvaluationConfig, FamilySpec, RayConfig, RunConfig, SimulationConfig
@@ -81,7 +82,7 @@ def test_a_simulated_search_on_two_nodes_survives_losing_one_and_resumes(tmp_pat
         assert "removed" in seen and len(seen["worked"]) == 8 and min(seen["worked"].values()) >= 1
         assert seen["nodes"] == {seen["gone"], seen["head"]}
         with RunStore.open(config.run_dir, readonly=True) as store:
-            assert int(store.counter("gpu_evaluations")) == 64 and store.check_consistency(deep=True) == []
+            assert int(store.counter("gpu_evaluations")) == 64 and check_consistency(store, deep=True) == []
             cands = {c.id: c for c in store.list_candidates()}
             util = store.get_json("driver/utilization")
         # What ran on the node that left was queued again and finished elsewhere; nobody was blamed.
@@ -98,7 +99,7 @@ def test_a_simulated_search_on_two_nodes_survives_losing_one_and_resumes(tmp_pat
         cluster.add_node(num_gpus=4, num_cpus=1)  # the cluster heals; the run goes on where it stopped
         assert resume(config.run_dir, max_evals=12, address=cluster.address, console=_console()) == 0
         with RunStore.open(config.run_dir, readonly=True) as store:
-            assert int(store.counter("gpu_evaluations")) == 76 and store.check_consistency(deep=True) == []
+            assert int(store.counter("gpu_evaluations")) == 76 and check_consistency(store, deep=True) == []
             assert len(store.get_json("driver/sessions")) == 2
             assert store.get_json("driver/status")["state"] == "finished"
     finally:

@@ -8,6 +8,7 @@ import pytest
 
 from kernels.families import FAMILIES
 from kernels.suites import get_suite
+from population.consistency import check_consistency
 from population.store import RunStore
 from search.config import BudgetConfig, EvaluationConfig, FamilySpec, RunConfig, SimulationConfig
 from search.engine.domains import domain_cases
@@ -112,7 +113,7 @@ def test_the_real_loop_runs_on_it(tmp_path):
     tuner.flush()
     run.close()
     with RunStore.open(config.run_dir, readonly=True) as store:
-        assert int(store.counter("gpu_evaluations")) == 60 and store.check_consistency(deep=True) == []
+        assert int(store.counter("gpu_evaluations")) == 60 and check_consistency(store, deep=True) == []
         assert set(store.current_champion_ids()) == {"torch_geqrf", "householder_unblocked", "cuda_onchip"}
     # Four GPUs, about 25 evaluations a minute each once the seeds are in (the reference's 32 s holds one).
     busy = pool.stats().busy_fraction

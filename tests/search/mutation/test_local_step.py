@@ -9,6 +9,7 @@ import pytest
 
 from kernels.families import FAMILIES
 from kernels.params import Choice, FloatRange, IntRange, structure_fingerprint
+from population.consistency import check_consistency
 from population.models import Origin, State
 from search.config import MutationMix
 from search.mutation.operators.local_step import neighbourhood, neighbours, step
@@ -66,7 +67,7 @@ def test_local_steps_are_trials_of_the_structures_study_and_find_the_toy_optimum
     loop = make_loop(cfg, families, max_evals=40)
     loop.run_until_done()
     store = loop.run.store
-    assert store.check_consistency(deep=True) == []
+    assert check_consistency(store, deep=True) == []
     made = [c for c in store.list_candidates() if store.get_json(OPERATOR_KEY.format(cid=c.id)) == "local_step"]
     assert len(made) >= 20 and all(c.origin is Origin.OPTUNA for c in made)
     by_id = {c.id: c for c in store.list_candidates()}

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import ray
 
+from population.consistency import check_consistency
 from population.models import State
 from population.store import RunStore
 from search.config import BudgetConfig, RayConfig
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.slow
 
 def counts(run_dir):
     with RunStore.open(run_dir, readonly=True) as store:
-        return int(store.counter("gpu_evaluations")), store.list_candidates(), store.check_consistency(deep=True)
+        return int(store.counter("gpu_evaluations")), store.list_candidates(), check_consistency(store, deep=True)
 
 
 def test_cpu_evaluators_end_to_end(tmp_path):

@@ -1,0 +1,114 @@
+"""What the Ray pool knows of each evaluator actor (:class:`Slot`) and of each evaluation in flight
+on one (:class:`Flight`): whether it is up, what it holds, what it last said about its compiles,
+and how much of its life it was busy.  :class:`search.evaluate.ray_pool.RayPool` decides what to
+send where; a slot keeps its own books and talks to its actor only through fire-and-forget calls."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from search.engine.messages import EvalRequest
+
+
+@dataclass
+class Slot:
+    name: str
+    actor: Any
+    gpu: bool
+    ready_at: float | None = None
+    busy_s: float = 0.0  # time with at least one evaluation in flight (ended spells)
+    busy_since: float | None = None  # the current spell's start, while one is in flight
+    evaluations: int = 0
+    # Its flights, counted as they start and land: counting the pool's flights for every slot at
+    # every admission grew as evaluators squared.
+    running: int = 0
+    restarts: int = 0
+    ping: Any = None  # an in-flight ping ref while the actor (re)starts
+    ping_sent: float = 0.0
+    pid: int | None = None
+    node: str | None = None  # the Ray node it runs on (hex id), once it answered a ping
+    # Requests handed to this evaluator behind the one it runs (announced to it, so their
+    # kernels compile ahead); they start here, in order, and survive an actor restart (or move to
+    # an evaluator that is up, see RayPool._rehome).
+    queue: list[EvalRequest] = field(default_factory=list)
+    # What the actor last said: it held ``room_load`` requests and ``room`` compile processes
+    # would idle (its compile_room), so it may hold room_load + room; the question in flight,
+    # the requests it held when that was sent, and when.
+    room: int = 0
+    room_load: int = 0
+    room_ref: Any = None
+    room_ref_load: int = 0
+    room_asked: float = 0.0
+    # The "which of these are compiled?" question in flight (to pick the request to start; with
+    # ready_hold, every queued one was still compiling and a lane waits), and while holding the
+    # load when the slot last asked for one more request.
+    ready_ref: Any = None
+    ready_hold: bool = False
+    starved_load: int | None = None
+
+    @property
+    def up(self) -> bool:
+        """Its actor answered a ping and is not (re)starting."""
+        return self.ping is None and self.ready_at is not None
+
+    @property
+    def load(self) -> int:
+        """Requests it holds: running and queued."""
+        return self.running + len(self.queue)
+
+    def send_ping(self) -> None:
+        """Ask a (re)starting actor whether it is up; what it said before no longer counts."""
+        self.room, self.room_load, self.room_ref = 0, 0, None
+        self.ready_ref, self.starved_load = None, None
+        self.ping = self.actor.ping.remote()
+        self.ping_sent = time.monotonic()
+
+    def answered_ping(self, info: dict[str, Any]) -> None:
+        self.ping = None
+        self.pid = info["pid"]
+        self.node = info.get("node")
+        self.ready_at = self.ready_at or time.monotonic()
+
+    def enqueue(self, request: EvalRequest) -> None:
+        """Queue a request behind the running ones; the actor hears of it at once, to compile it ahead."""
+        self.queue.append(request)
+        self.actor.prefetch.remote(request.model_dump_json())
+
+    def announce_queue(self) -> None:
+        """Tell a restarted actor what it holds: it knows nothing of what was announced before."""
+        for queued in self.queue:
+            self.actor.prefetch.remote(queued.model_dump_json())
+
+    def head_waited(self) -> tuple[float, float]:
+        """How long the head has been queued, and how long it may be."""
+        head = self.queue[0]
+        waited = time.time() - head.dispatched_at if head.dispatched_at is not None else 0.0
+        return waited, head.limits.case_timeout_s
+
+    def lane_started(self, now: float) -> None:
+        if self.busy_since is None:
+            self.busy_since = now
+        self.running += 1
+
+    def lane_landed(self, now: float) -> None:
+        """A flight is off the books: its landing ends the busy spell if it was the last one."""
+        self.running -= 1
+        if self.busy_since is not None and not self.running:
+            self.busy_s += now - self.busy_since
+            self.busy_since = None
+
+    def busy_fraction(self, now: float) -> float:
+        """The share of its time up with at least one evaluation in flight (0 in its first second)."""
+        spell = now - self.busy_since if self.busy_since is not None else 0.0
+        alive_for = now - (self.ready_at or now)
+        return min(1.0, (self.busy_s + spell) / alive_for) if alive_for > 1 else 0.0
+
+
+@dataclass
+class Flight:
+    slot: Slot
+    request: EvalRequest
+    started: float
+    deadline: float
