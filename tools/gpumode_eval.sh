@@ -33,9 +33,10 @@ for line in open(sys.argv[1]):
 open(sys.argv[2], "w").write("\n".join(lines) + "\n")
 PY
 fi
+specs=$(realpath "$specs")  # eval.py runs inside $dir
 cp "$dir/submission.py" "$OUT/submission.py"
 stamp "eval.py leaderboard, POPCORN_SEED=$seed, $(wc -l < "$specs") specs"
-( cd "$dir" && POPCORN_FD=3 POPCORN_SEED=$seed timeout "$limit" python3 eval.py leaderboard "$(realpath "$specs")" \
+( cd "$dir" && POPCORN_FD=3 POPCORN_SEED=$seed timeout "$limit" python3 eval.py leaderboard "$specs" \
     3> "$OUT/popcorn.txt" > "$OUT/eval_stdout.txt" 2>&1; echo "eval.py exit $?" )
 python3 - "$OUT/popcorn.txt" <<'PY'
 import math, re, sys

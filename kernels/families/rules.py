@@ -61,7 +61,7 @@ def cuda_blocked_blocks_hold_whole_panels(p: Mapping[str, Any]) -> None:
     # asked Triton for 256 KB on an H200, where a block may have 227 KB.
     for update, block, where in ((p["update_lt512"], max(p["block_le384"], p["block_le512"]), "lt512"),
                                  (p["update_le1024"], max(p["block_le512"], p["block_le1024"]), "le1024"),
-                                 (p["update_gt1024"], p["block_gt1024"], "gt1024")):
+                                 (p["update_gt1024"], max(p["block_gt1024"], p["block_gt2048"]), "gt1024")):
         staged = p["apply_stages"] * p["apply_bm"] * (block + p["apply_bn"]) + block * block
         if update != "fp32" and staged * 4 > SHARED_BYTES_PER_BLOCK:
             raise ValueError(f"update_{where}={update}: the update kernel's tiles for blocks of {block} "

@@ -298,6 +298,72 @@ def test_blocked_host_side_factors_correctly_with_a_reference_panel(tmp_path, mo
     assert reference.calls > 0
 
 
+class DeferredSide:
+    """Streams for _factor's lookahead on CPU: work put beside the main stream runs only at the
+    join (or, with first=True, at once), so each order a second stream allows is run and a
+    dependency the schedule forgot changes the result."""
+
+    def __init__(self, first: bool) -> None:
+        self.first = first
+        self.pending: list = []
+        self.beside_calls = 0
+
+    def beside(self, work) -> None:
+        self.beside_calls += 1
+        if self.first:
+            work()
+        else:
+            self.pending.append(work)
+
+    def join(self) -> None:
+        while self.pending:
+            self.pending.pop(0)()
+
+
+@pytest.mark.parametrize("params, n", [
+    ({"lookahead_le512": True, "nb_le384": 16, "block_le384": 32}, 130),
+    ({"lookahead_le512": True, "nb_le384": 32, "block_le384": 64, "update_lt512": "bf16x3",
+      "lookahead_programs": 1, "apply_bn": 32}, 200),
+    ({"lookahead_le1024": True, "nb_le1024": 16, "block_le1024": 32, "update_le1024": "fp32"}, 530),
+    pytest.param({"lookahead_le2048": True, "max_n": 2048, "block_gt1024": 64}, 1100, marks=pytest.mark.slow),
+])
+def test_blocked_lookahead_factors_correctly_in_either_order(tmp_path, monkeypatch, params, n):
+    """With lookahead, block j's update of the rest runs beside block j+1's factorisation: from the
+    input into a fresh H, the side work run first or last gives the same bits (neither reads what the
+    other writes), and the factorisation is right."""
+    module = _module("cuda_blocked", tmp_path, params)
+    reference = ReferencePanel(_dispatch(module))
+    monkeypatch.setattr(module, "_extension", lambda device: reference)
+    batch = 1 if n > 1024 else 2
+    a = generate_input(batch, n, 2.0, 11, "mixed")
+    kept = a.clone()
+    outputs = []
+    for first in (False, True):
+        streams = DeferredSide(first)
+        h, tau = torch.full_like(a, float("nan")), torch.full((batch, n), float("nan"))
+        module._factor(h, tau, a, streams)
+        assert streams.beside_calls >= 2 and not streams.pending
+        outputs.append((h, tau))
+    assert torch.equal(a, kept)
+    assert torch.equal(outputs[0][0], outputs[1][0]) and torch.equal(outputs[0][1], outputs[1][1])
+    result = verify_qr(a, outputs[0], None)
+    assert result.ok, f"{params}: {result.message}"
+
+
+def test_blocked_lookahead_needs_streams_and_its_size_class(tmp_path, monkeypatch):
+    """Lookahead runs only with streams (inside a capture) and in the size class that asks for it."""
+    module = _module("cuda_blocked", tmp_path, {"lookahead_le1024": True, "nb_le384": 16, "block_le384": 32})
+    reference = ReferencePanel(_dispatch(module))
+    monkeypatch.setattr(module, "_extension", lambda device: reference)
+    a = generate_input(1, 100, 1.0, 3, "dense")
+    streams = DeferredSide(False)
+    module._factor(torch.empty_like(a), torch.empty((1, 100)), a, streams)
+    assert streams.beside_calls == 0
+    assert module._lookahead(600) and not module._lookahead(512) and not module._lookahead(1100)
+    module.PARAMS["lookahead_gt2048"] = True
+    assert module._lookahead(4096) and not module._lookahead(2048)
+
+
 def test_blocked_size_classes_pick_their_own_widths(tmp_path, monkeypatch):
     """n ≤ 384 and 384 < n ≤ 512 take their own panel and block widths (a 640x512 winner's
     narrow panels made 40x352 1.8x slower when one knob held both), and both factor correctly."""
@@ -370,13 +436,14 @@ def test_blocked_workspace_only_where_cholqr_leaves_run(tmp_path):
     assert flags.shape == (3,) and flags.dtype == torch.int32
 
 
-@pytest.mark.parametrize("mode, bound", [("tf32x3", 1e-5), ("bf16x3", 2e-3)])
-def test_blocked_update_kernel_applies_the_block_reflector(tmp_path, mode, bound):
+@pytest.mark.parametrize("mode, bound, programs", [("tf32x3", 1e-5, 0), ("bf16x3", 2e-3, 0), ("bf16x3", 2e-3, 4)])
+def test_blocked_update_kernel_applies_the_block_reflector(tmp_path, mode, bound, programs):
     """The Triton update on windows like the factorisation's (C a view of H with row stride n,
     Vᵀ rows n apart, a width that is not a power of two, partial row and column tiles) against
     (I - V T Vᵀ)ᵀ C in float64.  On the CPU a split product is computed exactly (the interpreter
     multiplies the halves in float32), so the error is the split's own: about 2^-16 relative per
-    product for bf16 halves, none for TF32 halves (which only a GPU rounds)."""
+    product for bf16 halves, none for TF32 halves (which only a GPU rounds).  With programs > 0,
+    fewer persistent programs than tiles (5 column tiles x 3 matrices) must still cover every tile."""
     module = _module("cuda_blocked", tmp_path, {"update_lt512": mode, "apply_bn": 32, "apply_bm": 32})
     gen = torch.Generator().manual_seed(5)
     batch, n, k, width = 3, 150, 20, 24
@@ -391,7 +458,7 @@ def test_blocked_update_kernel_applies_the_block_reflector(tmp_path, mode, bound
     v64, t64, c64 = vt.double(), t.double(), c.double()
     want = c64 - v64.transpose(1, 2) @ (t64.transpose(1, 2) @ (v64 @ c64))
     before = h.clone()
-    module._apply(c, vt, t)
+    module._apply(c, vt, t, programs=programs)
     got = h[:, k:, k + width:].double()
     scale = (v64.abs().transpose(1, 2) @ (t64.abs().transpose(1, 2) @ (v64.abs() @ c64.abs()))).amax(dim=(1, 2))
     err = ((got - want).abs().amax(dim=(1, 2)) / scale).max().item()

@@ -70,8 +70,21 @@ n = 1024 the residual gate is 20·n·eps32 (4.9e-3 at 2048) and every stress pro
 update_gt1024), and the narrow ones (at most narrow_cols_gt1024 columns) compute VᵀC split over the
 rows and C -= V·(TᵀW) by row chunks, in exact FP32 on the CUDA cores (narrow_gt1024 = "split";
 kernels/BENCHMARKS.md#tall-cholesky-qr-leaves).  Above n = 1024 the factorisation is a few thousand
-launches, so it is replayed as a CUDA graph (PARAMS["graph_gt1024"]).  Above PARAMS["max_n"] (or
-without CUDA) the file calls torch.geqrf.  The build is cached by a hash of the source and target
+launches, so it is replayed as a CUDA graph (PARAMS["graph_gt1024"]).
+
+Inside a captured graph the blocks look one ahead (PARAMS lookahead_*): block j first updates only
+the columns of block j+1, then its update of the rest runs on a second stream of the capture beside
+the factorisation of block j+1 (the two touch different columns of H, and each block has its own Vᵀ
+and T buffer), and the streams join before block j+1 updates anything.  At 60x1024 the 60 panels
+leave 72 SMs idle; the side update's Triton grid is capped at one program per idle SM
+(lookahead_programs), each walking several tiles, so the next panel kernel is not queued behind a
+full grid of update programs (4.71 -> 4.44 ms on an H200; the uncapped grid was slower than no
+lookahead).  At 2x4096, with blocks of 64 (block_gt2048), 18.3 -> 16.4 ms; at 8x2048 and 640x512,
+where the panels fill the GPU, it does not pay (kernels/BENCHMARKS.md#lookahead-in-the-graph).  The
+call still launches one graph on the caller's stream, and the second stream's branch joins inside
+it; without a graph a call stays on the caller's stream and the blocks do not look ahead.
+
+Above PARAMS["max_n"] (or without CUDA) the file calls torch.geqrf.  The build is cached by a hash of the source and target
 in TORCH_EXTENSIONS_DIR (first call on a new source: about a minute of nvcc).
 
 Meant for moderate and large n with enough matrices to fill the GPU (640x512, 60x1024) and for
@@ -98,6 +111,7 @@ PARAMS = {
     'block_le1024': 64,
     'nb_le2048': 16,
     'block_gt1024': 128,
+    'block_gt2048': 64,
     'warps_nb32': 8,
     'warps_nb32_few': 16,
     'panel_min_blocks': 2,
@@ -122,6 +136,11 @@ PARAMS = {
     'cross_min_rows': 1024,
     'narrow_gt1024': 'split',
     'narrow_cols_gt1024': 256,
+    'lookahead_le512': False,
+    'lookahead_le1024': True,
+    'lookahead_le2048': False,
+    'lookahead_gt2048': True,
+    'lookahead_programs': 1,
 }
 # qrsearch: end params
 
@@ -153,6 +172,7 @@ SPACE = {
     "block_le1024": [16, 32, 64, 128, 256],
     "nb_le2048": [8, 16],
     "block_gt1024": [32, 64, 128, 256],
+    "block_gt2048": [32, 64, 128],
     # The 32-wide panel kernel of at most 512 rows: its warps and the blocks per SM its registers
     # are capped for when there are more matrices than SMs (a launch in waves: 8 warps, 2 blocks
     # an SM took the 640x512 panels from 2.12 to 1.70 ms), and its warps with fewer.
@@ -198,6 +218,18 @@ SPACE = {
     # for these long, thin products), "tf32" the Triton kernel (a program per column tile).
     "narrow_gt1024": ["split", "fp32", "tf32"],
     "narrow_cols_gt1024": [0, 128, 256, 512],
+    # Inside a captured graph (graph_*), the update of the rest of the matrix by block j runs on a
+    # second stream of the capture beside the factorisation of block j+1, which needs only its own
+    # columns updated first (one block of lookahead): the panels' serial chain then overlaps the
+    # wide updates.  Per size class: n ≤ 512 (where graph_le384 or graph capture), 512 < n ≤ 1024,
+    # ≤ 2048, above.  lookahead_programs caps the side update's Triton grid at that many programs
+    # per SM the panels leave free (batch - SMs), each walking several tiles, so the next panel
+    # kernel is not queued behind a full grid of update programs (0: a program per tile).
+    "lookahead_le512": [False, True],
+    "lookahead_le1024": [False, True],
+    "lookahead_le2048": [False, True],
+    "lookahead_gt2048": [False, True],
+    "lookahead_programs": [0, 1, 2, 3],
 }
 # qrsearch: end space
 
@@ -234,16 +266,30 @@ def _mma(a, b, acc, PREC: tl.constexpr):
 
 
 @triton.jit
-def _apply_kernel(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_,
+def _apply_kernel(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, col_tiles, tiles,
                   KP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
-                  PREC: tl.constexpr):
-    """One matrix's columns j·BN.. of C (m rows, scr apart, unit column stride) <- (I - V T Vᵀ)ᵀ S,
-    with VT = Vᵀ (width x m, rows svr apart) and T (width x width, rows str_ apart); S is C, or the
-    input laid out as C where C does not hold it yet."""
+                  PREC: tl.constexpr, PERSIST: tl.constexpr):
+    """C <- (I - V T Vᵀ)ᵀ S for every matrix: a program per column tile of one matrix, or (PERSIST)
+    fewer programs, each taking every grid-th tile of the tiles numbered matrix by matrix."""
     # Tiles of one matrix are neighbours in launch order, so its Vᵀ (read by every tile, twice)
     # stays in L2 between them instead of coming from memory once per tile.
-    b = tl.program_id(1).to(tl.int64)
-    cols = tl.program_id(0) * BN + tl.arange(0, BN)
+    if PERSIST:
+        for tile in range(tl.program_id(0), tiles, tl.num_programs(0)):
+            _apply_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, tile % col_tiles,
+                        (tile // col_tiles).to(tl.int64), KP, BM, BN, STAGES, PREC)
+    else:
+        _apply_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, tl.program_id(0),
+                    tl.program_id(1).to(tl.int64), KP, BM, BN, STAGES, PREC)
+
+
+@triton.jit
+def _apply_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, j, b,
+                KP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
+                PREC: tl.constexpr):
+    """Matrix b's columns j·BN.. of C (m rows, scr apart, unit column stride) <- (I - V T Vᵀ)ᵀ S,
+    with VT = Vᵀ (width x m, rows svr apart) and T (width x width, rows str_ apart); S is C, or the
+    input laid out as C where C does not hold it yet."""
+    cols = j * BN + tl.arange(0, BN)
     ks = tl.arange(0, KP)
     c_ptr = C + b * scb
     s_ptr = S + b * scb
@@ -1252,11 +1298,11 @@ def _widths(n: int) -> tuple[int, int]:
     elif n <= 1024:
         nb, block = PARAMS["nb_le1024"], PARAMS["block_le1024"]
     elif PARAMS["panel_gt1024"] == "cholqr2":
-        nb, block = 32, PARAMS["block_gt1024"]
+        nb, block = 32, PARAMS["block_gt1024" if n <= 2048 else "block_gt2048"]
     elif n <= 2048:
         nb, block = PARAMS["nb_le2048"], PARAMS["block_gt1024"]
     else:
-        nb, block = 8, PARAMS["block_gt1024"]
+        nb, block = 8, PARAMS["block_gt2048"]
     return nb, max(nb, block)
 
 
@@ -1302,12 +1348,14 @@ def _shape(nb: int, rpl: int, batch: int, sms: int) -> tuple[int, int, int]:
     return 8, 1, 1
 
 
-def _apply(c: torch.Tensor, v_t: torch.Tensor, t: torch.Tensor, src: torch.Tensor | None = None, ext=None) -> None:
+def _apply(c: torch.Tensor, v_t: torch.Tensor, t: torch.Tensor, src: torch.Tensor | None = None, ext=None,
+           programs: int = 0) -> None:
     """c <- (I - V T Vᵀ)ᵀ src (src defaults to c; else a view of the input laid out as c) with
     v_t = Vᵀ: three cuBLAS FP32 GEMMs, the Triton kernel's tensor-core products (PARAMS update_*:
     "tf32", one TF32 product, or "tf32x3" / "bf16x3", three split ones), or, for a narrow update of
     a tall matrix (PARAMS narrow_gt1024 = "split"), VᵀC split over the rows and C -= V·(TᵀW) by
-    row chunks, both in exact FP32 on the CUDA cores."""
+    row chunks, both in exact FP32 on the CUDA cores.  With programs > 0 the Triton kernel runs at
+    most that many programs, each walking several tiles."""
     n = c.stride(1)  # c is a view of H
     mode = PARAMS["update_lt512" if n < 512 else "update_le1024" if n <= 1024 else "update_gt1024"]
     width = v_t.shape[1]
@@ -1326,10 +1374,14 @@ def _apply(c: torch.Tensor, v_t: torch.Tensor, t: torch.Tensor, src: torch.Tenso
     if mode != "fp32" and c.stride(2) == 1 and c.numel() and c.shape[0] < 65536:  # grid's y limit
         assert source.stride() == c.stride()
         bn = PARAMS["apply_bn"]
-        _apply_kernel[(triton.cdiv(c.shape[2], bn), c.shape[0])](
+        col_tiles = triton.cdiv(c.shape[2], bn)
+        tiles = col_tiles * c.shape[0]
+        persist = 0 < programs < tiles
+        _apply_kernel[(programs, 1) if persist else (col_tiles, c.shape[0])](
             source, c, v_t, t, c.shape[1], c.shape[2], width, c.stride(0), c.stride(1), v_t.stride(0),
-            v_t.stride(1), t.stride(0), t.stride(1), KP=max(16, triton.next_power_of_2(width)),
-            BM=PARAMS["apply_bm"], BN=bn, STAGES=PARAMS["apply_stages"], PREC=mode, num_warps=warps)
+            v_t.stride(1), t.stride(0), t.stride(1), col_tiles, tiles, KP=max(16, triton.next_power_of_2(width)),
+            BM=PARAMS["apply_bm"], BN=bn, STAGES=PARAMS["apply_stages"], PREC=mode, PERSIST=persist,
+            num_warps=warps)
         return
     if src is not None:
         c.copy_(src)
@@ -1379,25 +1431,70 @@ def _workspace(batch: int, n: int, device: torch.device) -> tuple:
             torch.empty((batch,), dtype=torch.int32, device=device))
 
 
-def _factor(H: torch.Tensor, tau: torch.Tensor, A: torch.Tensor | None = None) -> None:
+class _Streams:
+    """The capture's stream and a second one forked from it: work put beside() the main stream
+    starts after everything queued on it so far, and join() makes the main stream wait for it."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.side = torch.cuda.Stream(device)
+        self.device = device
+
+    def beside(self, work) -> None:
+        main = torch.cuda.current_stream(self.device)
+        self.side.wait_stream(main)
+        with torch.cuda.stream(self.side):
+            work()
+
+    def join(self) -> None:
+        torch.cuda.current_stream(self.device).wait_stream(self.side)
+
+
+def _lookahead(n: int) -> bool:
+    return PARAMS["lookahead_le512" if n <= 512 else "lookahead_le1024" if n <= 1024 else
+                  "lookahead_le2048" if n <= 2048 else "lookahead_gt2048"]
+
+
+def _factor(H: torch.Tensor, tau: torch.Tensor, A: torch.Tensor | None = None, streams=None) -> None:
     """Factor A into H (batch x n x n, both contiguous; A defaults to H, in place), tau written.
     The first block reads A and every element of H is written by it (its panels and the update
-    of the rest), so H needs no copy of A first: at 640x512 that copy was 0.32 of 6 ms."""
+    of the rest), so H needs no copy of A first: at 640x512 that copy was 0.32 of 6 ms.
+    With streams (beside(work), join()) and PARAMS lookahead_*, block j's update of the columns
+    right of block j+1 runs beside block j+1's factorisation: they touch different columns of H,
+    and the two blocks' Vᵀ and T live in different buffers."""
     batch, n = H.shape[0], H.shape[-1]
     nb, block = _widths(n)
     ext = _extension(H.device)
     sms = torch.cuda.get_device_properties(H.device).multi_processor_count if H.is_cuda else 1
-    vt = torch.empty((batch, block, n), dtype=H.dtype, device=H.device)
-    t = torch.empty((batch, block, block), dtype=H.dtype, device=H.device)
+    ahead = streams is not None and _lookahead(n)
+    buffers = [(torch.empty((batch, block, n), dtype=H.dtype, device=H.device),
+                torch.empty((batch, block, block), dtype=H.dtype, device=H.device)) for _ in range(1 + ahead)]
+    programs = max(8, PARAMS["lookahead_programs"] * (sms - batch)) if ahead and PARAMS["lookahead_programs"] else 0
     source = H if A is None else A
     work = _workspace(batch, n, H.device)
-    for k in range(0, n, block):
+    for i, k in enumerate(range(0, n, block)):
         width = min(block, n - k)
-        _block(ext, source, H, tau, vt, t, k, width, nb, sms, work)
-        if k + width < n:
+        vt, t = buffers[i % len(buffers)]
+        if not ahead or i == 0:
+            _block(ext, source, H, tau, vt, t, k, width, nb, sms, work)
+        if k + width >= n:
+            break
+        v_k, t_k = vt[:, :width, :n - k], t[:, :width, :width]
+        if not ahead:
             rest = slice(k + width, n)
-            _apply(H[:, k:, rest], vt[:, :width, :n - k], t[:, :width, :width],
-                   None if source is H else source[:, k:, rest], ext)
+            _apply(H[:, k:, rest], v_k, t_k, None if source is H else source[:, k:, rest], ext)
+            source = H
+            continue
+        after = k + width
+        nxt = min(block, n - after)
+        cols = slice(after, after + nxt)
+        _apply(H[:, k:, cols], v_k, t_k, None if source is H else source[:, k:, cols], ext)
+        if after + nxt < n:
+            rest = slice(after + nxt, n)
+            src = None if source is H else source[:, k:, rest]
+            streams.beside(lambda c=H[:, k:, rest], v=v_k, tt=t_k, s=src: _apply(c, v, tt, s, ext, programs))
+        vt2, t2 = buffers[(i + 1) % len(buffers)]
+        _block(ext, H, H, tau, vt2, t2, after, nxt, nb, sms, work)
+        streams.join()
         source = H
 
 
@@ -1411,13 +1508,14 @@ def _replay(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         tau_out = torch.empty((A.shape[0], A.shape[-1]), dtype=A.dtype, device=A.device)
         a_in.copy_(A)
         side = torch.cuda.Stream(A.device)
+        streams = _Streams(A.device)
         side.wait_stream(torch.cuda.current_stream(A.device))
         with torch.cuda.stream(side):  # one eager run first: workspaces, kernel attributes
-            _factor(h_out, tau_out, a_in)
+            _factor(h_out, tau_out, a_in, streams)
         torch.cuda.current_stream(A.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            _factor(h_out, tau_out, a_in)
+            _factor(h_out, tau_out, a_in, streams)
         entry = _GRAPHS[key] = (graph, a_in, h_out, tau_out)
     graph, a_in, h_out, tau_out = entry
     a_in.copy_(A)
