@@ -35,6 +35,7 @@ import math
 import random
 import re
 import typing
+import weakref
 from dataclasses import dataclass
 from typing import Annotated, Any, Callable, ClassVar, Literal, Mapping, Sequence, Union
 
@@ -114,6 +115,7 @@ class FloatRange:
 
 
 Dimension = Union[Choice, IntRange, FloatRange]
+_DIMENSIONS: "weakref.WeakKeyDictionary[type, dict[str, Dimension]]" = weakref.WeakKeyDictionary()
 
 
 class ParamSpace(BaseModel):
@@ -125,6 +127,14 @@ class ParamSpace(BaseModel):
 
     @classmethod
     def dimensions(cls) -> dict[str, Dimension]:
+        # A class's fields are fixed once it is built, and the proposer asks for them per neighbour.
+        cached = _DIMENSIONS.get(cls)
+        if cached is None:
+            cached = _DIMENSIONS[cls] = cls._read_dimensions()
+        return dict(cached)
+
+    @classmethod
+    def _read_dimensions(cls) -> dict[str, Dimension]:
         dims: dict[str, Dimension] = {}
         for name, field in cls.model_fields.items():
             found = [m for m in field.metadata if isinstance(m, (Choice, IntRange, FloatRange))]

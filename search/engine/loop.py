@@ -270,9 +270,9 @@ class SearchLoop:
 
     # --- proposals -----------------------------------------------------------------------
 
-    def _inflight_by_structure(self) -> dict[str, int]:
+    def _inflight_by_structure(self) -> Mapping[str, int]:
         """Queued and running children per structure, from memory (no store read per proposal)."""
-        return self.queue.by_structure(self.pool.inflight())
+        return self.queue.by_structure()
 
     def _learn_compile_cost(self, family: str, result: EvalResult) -> None:
         seconds = result.stage_seconds.get("compile_ahead")
