@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -100,6 +101,11 @@ def run_one(args: argparse.Namespace, evaluators: int, seed: int, runs_dir: Path
     return {"evaluators": evaluators, "seed": seed, "evaluations": loop.stats.evaluations, "reached": reached,
             "own": own, "families": searched,
             "all": max(reached.values()) if len(reached) == len(searched) else None,
+            "family_evals": {f: loop.run.population.family(f).evals for f in searched},
+            "gap_pct": {f: round(100 * (lands[f].geomean_ms(c.params) * pool.gpu.landscape.structure_factor(
+                f, c.fingerprint) / lands[f].optimum_ms - 1), 2)
+                for f in searched if (c := loop.run.champion(f)) is not None},
+            "load": [round(x, 2) for x in os.getloadavg()],
             "virtual_minutes": round(pool.now / 60, 1), "busy": round(stats.mean_busy, 4),
             "wall_s": round(time.monotonic() - started, 1), "stop": loop.stop_requested}
 

@@ -28,6 +28,7 @@ class WorkQueue:
         # Pending plus sent per structure, kept as items come and go: counted afresh per proposal it
         # was O(in flight), a thousand candidates at 64 evaluators.
         self._counts: collections.Counter[str] = collections.Counter()
+        self._families: collections.Counter[str] = collections.Counter()  # the same per family
 
     def __len__(self) -> int:
         return len(self.pending)
@@ -42,7 +43,7 @@ class WorkQueue:
             self.urgent += 1
         else:
             self.pending.append(Queued(cand, source))
-        self._counts[cand.fingerprint] += 1
+        self._count(cand)
 
     def pop(self) -> Queued:
         self.urgent = max(0, self.urgent - 1)
@@ -55,7 +56,7 @@ class WorkQueue:
         if old is not None:
             self._uncount(old)
         self.sent[cand.id] = Queued(cand, source)
-        self._counts[cand.fingerprint] += 1
+        self._count(cand)
 
     def done(self, cid: str) -> Queued | None:
         """Forget a sent candidate (told, lost or withdrawn); None if it was not sent by this queue."""
@@ -64,13 +65,21 @@ class WorkQueue:
             self._uncount(item)
         return item
 
+    def _count(self, cand: Candidate) -> None:
+        self._counts[cand.fingerprint] += 1
+        self._families[cand.family] += 1
+
     def _uncount(self, item: Queued) -> None:
-        fp = item.candidate.fingerprint
-        self._counts[fp] -= 1
-        if self._counts[fp] <= 0:
-            del self._counts[fp]
+        for counts, key in ((self._counts, item.candidate.fingerprint), (self._families, item.candidate.family)):
+            counts[key] -= 1
+            if counts[key] <= 0:
+                del counts[key]
 
     def by_structure(self) -> Mapping[str, int]:
         """Pending plus sent (queued or running on an evaluator) candidates per structure
         fingerprint: a read-only view, current as the queue changes."""
         return types.MappingProxyType(self._counts)
+
+    def by_family(self) -> Mapping[str, int]:
+        """Pending plus sent candidates per family, as :meth:`by_structure` counts them."""
+        return types.MappingProxyType(self._families)
