@@ -1,6 +1,6 @@
 """Search quality against parallelism on the synthetic landscape (not a test).
 
-    .venv/bin/python tools/scale_quality.py [--evaluators 1,8,64,256] [--seeds 5] [--max-evals 4000]
+    .venv/bin/python tools/scale_quality.py [--evaluators 1,8,64,256] [--seeds 5] [--first-seed 1] [--max-evals 4000]
         [--config runs/multi-gpu.yaml] [--out DIR]
 
 For each evaluator count and run seed, the real loop (proposer, Optuna, population, store,
@@ -119,6 +119,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--evaluators", default="1,8,64,256")
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--first-seed", type=int, default=1, help="run seeds first-seed .. first-seed + seeds - 1")
     ap.add_argument("--max-evals", type=int, default=4000)
     ap.add_argument("--trials", type=int, default=100_000)
     ap.add_argument("--config", type=Path, default=ROOT / "runs" / "multi-gpu.yaml")
@@ -130,7 +131,7 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="quality-runs-") as tmp:
         for evaluators in [int(e) for e in args.evaluators.split(",")]:
-            results = [run_one(args, evaluators, seed, Path(tmp)) for seed in range(1, args.seeds + 1)]
+            results = [run_one(args, evaluators, seed, Path(tmp)) for seed in range(args.first_seed, args.first_seed + args.seeds)]
             for r in results:
                 print(json.dumps(r))
             families = results[0]["families"]
