@@ -35,6 +35,7 @@ import math
 import random
 import re
 import typing
+import weakref
 from dataclasses import dataclass
 from typing import Annotated, Any, Callable, ClassVar, Literal, Mapping, Sequence, Union
 
@@ -114,6 +115,7 @@ class FloatRange:
 
 
 Dimension = Union[Choice, IntRange, FloatRange]
+_DIMENSIONS: "weakref.WeakKeyDictionary[type, dict[str, Dimension]]" = weakref.WeakKeyDictionary()
 
 
 class ParamSpace(BaseModel):
@@ -125,6 +127,14 @@ class ParamSpace(BaseModel):
 
     @classmethod
     def dimensions(cls) -> dict[str, Dimension]:
+        # A class's fields are fixed once it is built, and the proposer asks for them per neighbour.
+        cached = _DIMENSIONS.get(cls)
+        if cached is None:
+            cached = _DIMENSIONS[cls] = cls._read_dimensions()
+        return dict(cached)
+
+    @classmethod
+    def _read_dimensions(cls) -> dict[str, Dimension]:
         dims: dict[str, Dimension] = {}
         for name, field in cls.model_fields.items():
             found = [m for m in field.metadata if isinstance(m, (Choice, IntRange, FloatRange))]
@@ -295,18 +305,25 @@ def structure_fingerprint(source: str) -> str:
     return _fingerprint(source)
 
 
-_SKELETONS: dict[tuple[str, str, tuple[str, ...]], str] = {}
-_SKELETONS_KEPT = 64
+_SKELETONS: dict[tuple[bytes, tuple[str, ...]], str] = {}
+# Keyed by a digest of the text around the block, not the text (about 100 KB a family file), so
+# that every structure of a long run fits: with 64 kept, a run that had made more structures than
+# that parsed a file per proposal again (a tenth of the driver at 6,000 evaluations).
+_SKELETONS_KEPT = 4096
 
 
 def _skeleton_fingerprint(head: str, tail: str, keys: tuple[str, ...], source: str) -> str:
-    key = (head, tail, keys)
-    found = _SKELETONS.get(key)
+    head_bytes = head.encode()
+    digest = hashlib.blake2b(len(head_bytes).to_bytes(8, "little"), digest_size=16)
+    digest.update(head_bytes)
+    digest.update(tail.encode())
+    key = (digest.digest(), keys)
+    found = _SKELETONS.pop(key, None)  # put back last: the least recently used go first
     if found is None:
         found = _fingerprint(source)
         if len(_SKELETONS) >= _SKELETONS_KEPT:
             _SKELETONS.pop(next(iter(_SKELETONS)))
-        _SKELETONS[key] = found
+    _SKELETONS[key] = found
     return found
 
 

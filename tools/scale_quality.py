@@ -1,6 +1,6 @@
 """Search quality against parallelism on the synthetic landscape (not a test).
 
-    .venv/bin/python tools/scale_quality.py [--evaluators 1,8,64,256] [--seeds 5] [--max-evals 4000]
+    .venv/bin/python tools/scale_quality.py [--evaluators 1,8,64,256] [--seeds 5] [--first-seed 1] [--max-evals 4000]
         [--config runs/multi-gpu.yaml] [--out DIR]
 
 For each evaluator count and run seed, the real loop (proposer, Optuna, population, store,
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -100,6 +101,11 @@ def run_one(args: argparse.Namespace, evaluators: int, seed: int, runs_dir: Path
     return {"evaluators": evaluators, "seed": seed, "evaluations": loop.stats.evaluations, "reached": reached,
             "own": own, "families": searched,
             "all": max(reached.values()) if len(reached) == len(searched) else None,
+            "family_evals": {f: loop.run.population.family(f).evals for f in searched},
+            "gap_pct": {f: round(100 * (lands[f].geomean_ms(c.params) * pool.gpu.landscape.structure_factor(
+                f, c.fingerprint) / lands[f].optimum_ms - 1), 2)
+                for f in searched if (c := loop.run.champion(f)) is not None},
+            "load": [round(x, 2) for x in os.getloadavg()],
             "virtual_minutes": round(pool.now / 60, 1), "busy": round(stats.mean_busy, 4),
             "wall_s": round(time.monotonic() - started, 1), "stop": loop.stop_requested}
 
@@ -113,6 +119,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--evaluators", default="1,8,64,256")
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--first-seed", type=int, default=1, help="run seeds first-seed .. first-seed + seeds - 1")
     ap.add_argument("--max-evals", type=int, default=4000)
     ap.add_argument("--trials", type=int, default=100_000)
     ap.add_argument("--config", type=Path, default=ROOT / "runs" / "multi-gpu.yaml")
@@ -124,7 +131,7 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="quality-runs-") as tmp:
         for evaluators in [int(e) for e in args.evaluators.split(",")]:
-            results = [run_one(args, evaluators, seed, Path(tmp)) for seed in range(1, args.seeds + 1)]
+            results = [run_one(args, evaluators, seed, Path(tmp)) for seed in range(args.first_seed, args.first_seed + args.seeds)]
             for r in results:
                 print(json.dumps(r))
             families = results[0]["families"]

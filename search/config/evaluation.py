@@ -100,6 +100,12 @@ class EvaluationConfig(_Section):
         "compiling: it waits for the first queued one that is compiled and takes one more candidate every "
         "0.5 s meanwhile (up to compile_ahead_max), so a cheap child runs while a long compile goes on; "
         "false: it starts the head and waits inside it")
+    hold_fair_share: bool = Field(
+        True, description="while an evaluator holds for a compiled candidate, the families whose candidates compile "
+        "fastest are proposed first, but only among those that have not had more than their share of the run's "
+        "children (evaluated plus in flight); false: the fastest first whatever they had, which at many "
+        "evaluators gives most evaluations to the families that compile fast, converged or not (at 16 simulated "
+        "evaluators 80% went to two families of five)")
 
     @model_validator(mode="before")
     @classmethod

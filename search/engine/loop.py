@@ -265,9 +265,9 @@ class SearchLoop:
 
     # --- proposals -----------------------------------------------------------------------
 
-    def _inflight_by_structure(self) -> dict[str, int]:
+    def _inflight_by_structure(self) -> Mapping[str, int]:
         """Queued and running children per structure, from memory (no store read per proposal)."""
-        return self.queue.by_structure(self.pool.inflight())
+        return self.queue.by_structure()
 
     def _learn_compile_cost(self, family: str, result: EvalResult) -> None:
         seconds = result.stage_seconds.get("compile_ahead")
@@ -278,11 +278,21 @@ class SearchLoop:
     def _families_in_order(self) -> list[str]:
         """Families to propose from, in random order; while an evaluator holds a lane for a
         compiled request, those whose candidates compiled fastest first (a family not seen yet
-        counts as free: one child teaches its cost)."""
+        counts as free: one child teaches its cost), after those that have had more than their
+        share of the proposals with ``evaluation.hold_fair_share``."""
         names = self.proposer.searchable_families()
         self.rng.shuffle(names)
         if self.pool.holding():
-            names.sort(key=lambda name: self.compile_seconds.get(name, 0.0))
+            cost = self.compile_seconds
+            if self.config.evaluation.hold_fair_share and names:
+                # Cheapest first alone gave the families that compile fast most of the evaluations
+                # once many evaluators held (80% to two of five at 16), long after they had converged.
+                inflight = self.queue.by_family()
+                had = {name: self.run.population.family(name).evals + inflight.get(name, 0) for name in names}
+                share = sum(had.values()) / len(names)
+                names.sort(key=lambda name: (had[name] > share, cost.get(name, 0.0)))
+            else:
+                names.sort(key=lambda name: cost.get(name, 0.0))
         return names
 
     def _propose_now(self) -> bool:

@@ -14,7 +14,7 @@ import random
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping, Sequence, TypeVar
+from typing import Callable, Mapping, Sequence, TypeVar, cast
 
 from kernels.params import structure_fingerprint
 from kernels.suites import get_suite
@@ -36,6 +36,7 @@ from search.mutation.tuning import Tuner
 __all__ = ["Child", "KernelFamily", "LLMJob", "NOTE_KEY", "OPERATOR_KEY", "Proposer", "RejectedEdit", "TRIAL_KEY", "seed_children"]
 
 Op = TypeVar("Op", bound=Operator)
+S = TypeVar("S")
 
 
 @dataclass
@@ -82,6 +83,7 @@ class Proposer:
         self.llm_operators: list[tuple[LLMOperator, float]] = [
             (op, w) for op, w in chosen if isinstance(op, LLMOperator) and op.needs_llm]
         self._baseline: tuple[str, EvalResult] | None = None  # (champion id, its result), parsed once
+        self._operator_state: dict[str, object] = {}
 
     # --- parents -------------------------------------------------------------------------
 
@@ -129,6 +131,11 @@ class Proposer:
             return False
         self.tried.add(key)
         return True
+
+    def operator_state(self, operator: str, make: Callable[[], S]) -> S:
+        if operator not in self._operator_state:
+            self._operator_state[operator] = make()
+        return cast(S, self._operator_state[operator])  # what this operator's make() made
 
     def fresh(self, new: NewCandidate) -> bool:
         key = (new.source_sha256, canonical_params(new.params))

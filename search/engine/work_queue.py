@@ -9,7 +9,8 @@ marks a candidate running.
 from __future__ import annotations
 
 import collections
-from typing import Iterable, Iterator, NamedTuple
+import types
+from typing import Iterator, Mapping, NamedTuple
 
 from population.models import Candidate
 
@@ -24,6 +25,10 @@ class WorkQueue:
         self.pending: collections.deque[Queued] = collections.deque()
         self.urgent = 0  # the leading pending items that were pushed to the front (they go before duels)
         self.sent: dict[str, Queued] = {}  # submitted to the pool, by id: what a tell or a loss needs of it
+        # Pending plus sent per structure, kept as items come and go: counted afresh per proposal it
+        # was O(in flight), a thousand candidates at 64 evaluators.
+        self._counts: collections.Counter[str] = collections.Counter()
+        self._families: collections.Counter[str] = collections.Counter()  # the same per family
 
     def __len__(self) -> int:
         return len(self.pending)
@@ -38,23 +43,43 @@ class WorkQueue:
             self.urgent += 1
         else:
             self.pending.append(Queued(cand, source))
+        self._count(cand)
 
     def pop(self) -> Queued:
         self.urgent = max(0, self.urgent - 1)
-        return self.pending.popleft()
+        item = self.pending.popleft()
+        self._uncount(item)
+        return item
 
     def submitted(self, cand: Candidate, source: str) -> None:
+        old = self.sent.get(cand.id)
+        if old is not None:
+            self._uncount(old)
         self.sent[cand.id] = Queued(cand, source)
+        self._count(cand)
 
     def done(self, cid: str) -> Queued | None:
         """Forget a sent candidate (told, lost or withdrawn); None if it was not sent by this queue."""
-        return self.sent.pop(cid, None)
+        item = self.sent.pop(cid, None)
+        if item is not None:
+            self._uncount(item)
+        return item
 
-    def by_structure(self, inflight: Iterable[str]) -> dict[str, int]:
-        """Pending plus in-flight (the pool's ids) candidates per structure fingerprint."""
-        counts: collections.Counter[str] = collections.Counter(item.candidate.fingerprint for item in self.pending)
-        for cid in inflight:
-            sent = self.sent.get(cid)
-            if sent is not None:  # a recheck's id is not a candidate's
-                counts[sent.candidate.fingerprint] += 1
-        return dict(counts)
+    def _count(self, cand: Candidate) -> None:
+        self._counts[cand.fingerprint] += 1
+        self._families[cand.family] += 1
+
+    def _uncount(self, item: Queued) -> None:
+        for counts, key in ((self._counts, item.candidate.fingerprint), (self._families, item.candidate.family)):
+            counts[key] -= 1
+            if counts[key] <= 0:
+                del counts[key]
+
+    def by_structure(self) -> Mapping[str, int]:
+        """Pending plus sent (queued or running on an evaluator) candidates per structure
+        fingerprint: a read-only view, current as the queue changes."""
+        return types.MappingProxyType(self._counts)
+
+    def by_family(self) -> Mapping[str, int]:
+        """Pending plus sent candidates per family, as :meth:`by_structure` counts them."""
+        return types.MappingProxyType(self._families)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from population.lineage import Lineage
-from population.models import Candidate, State, id_sort_key
+from population.models import Candidate, Origin, State, id_sort_key
 
 if TYPE_CHECKING:
     from search.inspect.human_view import HumanView
@@ -161,13 +161,21 @@ class LineageViews:
         # the baseline's geomean over the candidate's, and the fastest has the best.  One result
         # read, not one per hidden candidate (50,000 of them took 14 s).
         # (Those whose result has no overall speedup, a screen-only measurement, are passed over.)
-        fastest = sorted((k for k in ids if self.by_id[k].state is State.VERIFIED
-                          and self.by_id[k].fitness_ms is not None),
-                         key=lambda k: (self.by_id[k].fitness_ms, k))
+        # A migrant shows its original's result, so it ranks by its original's fitness: its own is
+        # what the original's was when it was copied, and a later measurement may have replaced that.
+        shown = {k: self._shown_fitness(k) for k in ids if self.by_id[k].state is State.VERIFIED}
+        fastest = sorted((k for k, f in shown.items() if f is not None), key=lambda k: (shown[k], k))
         best = next((s for s in map(self.speedup, fastest) if s is not None), None)
         return Item(kind="hidden", ids=tuple(ids), champions=sum(k in self.ever_champion for k in ids),
                     by_state=dict(Counter(self.by_id[k].state.value for k in ids).most_common()),
                     best_speedup=best)
+
+    def _shown_fitness(self, cid: str) -> float | None:
+        """The fitness of the candidate whose result ``cid`` shows (a migrant's original's)."""
+        cand = self.by_id[cid]
+        while cand.origin is Origin.MIGRATION and cand.parent_ids and cand.parent_ids[0] in self.by_id:
+            cand = self.by_id[cand.parent_ids[0]]
+        return cand.fitness_ms
 
     def ancestry_item(self, cid: str, depth: int | None = None) -> Item:
         """The candidate with its parents as children, their parents below them, and so on

@@ -25,7 +25,7 @@ import random
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import AbstractSet, Any, Callable, Mapping
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
@@ -133,6 +133,7 @@ class Tuner:
         # trials that became candidates.  Scanning every trial per ask cost O(trials) per
         # proposal, 9 ms an evaluation at 64 GPUs with a few thousand trials.
         self._index: dict[str, _StudyIndex] = {}
+        self._dists: dict[type[ParamSpace], dict[str, BaseDistribution]] = {}
 
     def _key(self, study: optuna.Study, trial: FrozenTrial) -> tuple:
         if trial.state == TrialState.WAITING:  # enqueued: its point is not its params until asked
@@ -246,7 +247,9 @@ class Tuner:
         where the known-good region is without spending an evaluation on it.  Raises
         :class:`TunerExhausted` when the parent's knobs are not the space's, or the budget is used."""
         study = self.study(family, fingerprint)
-        dists = distributions(space)
+        if self.spent(family, fingerprint):  # before reading the trials: each read copies their list
+            raise TunerExhausted(f"{study.study_name} used its {self.trials_per_structure} trials")
+        dists = self._distributions(space)
         if set(dists) != set(parent_params):
             raise TunerExhausted(f"parameters {sorted(parent_params)} do not match the space {sorted(dists)}")
         trials = study.get_trials(deepcopy=False)
@@ -277,9 +280,24 @@ class Tuner:
             return None
         return Proposal(study=study.study_name, trial_number=trial.number, params=dict(trial.params), trial=trial)
 
-    def asked(self, family: str, fingerprint: str) -> set[tuple]:
-        """The points this structure's study holds (any state), as :func:`point_key` keys."""
-        return set(self._asked_keys(self.study(family, fingerprint)))
+    def asked(self, family: str, fingerprint: str) -> AbstractSet[tuple]:
+        """The points this structure's study holds (any state), as :func:`point_key` keys: the
+        tuner's own set, not a copy (a copy per proposal cost O(trials)); asks after this call may
+        or may not show in it."""
+        return self._asked_keys(self.study(family, fingerprint))
+
+    def spent(self, family: str, fingerprint: str) -> bool:
+        """Whether this structure has used its trial budget; it never gets it back (a study only grows)."""
+        index = self._index.get(self.study_name(family, fingerprint))
+        if index is not None:
+            return index.used >= self.trials_per_structure
+        return self.trials_used(family, fingerprint) >= self.trials_per_structure
+
+    def _distributions(self, space: type[ParamSpace]) -> dict[str, BaseDistribution]:
+        dists = self._dists.get(space)
+        if dists is None:
+            dists = self._dists[space] = distributions(space)
+        return dists
 
     def _unseen_point(self, space: type[ParamSpace], seen: set[tuple], salt: int) -> dict[str, Any] | None:
         rng = random.Random(self.seed * 7_919 + salt)

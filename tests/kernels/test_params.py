@@ -193,3 +193,15 @@ def test_space_and_params_keys_must_agree():
         space_model("Short", {"block": [16, 32]}, {"block": 32, "precision": "ieee"})
     with pytest.raises(ParamsError, match=r"SPACE keys without a PARAMS value \['stages'\]"):
         space_model("Long", {"block": [16, 32], "stages": [1, 2]}, {"block": 32})
+
+
+def test_a_long_runs_structures_are_parsed_once_each(monkeypatch):
+    import kernels.params as params
+
+    # More structures than a few dozen (a run with an LLM makes hundreds): each parsed once.
+    sources = [SOURCE + f"\nEXTRA_{i} = {i}\n" for i in range(200)]
+    first = [structure_fingerprint(s) for s in sources]
+    assert len(set(first)) == 200
+    monkeypatch.setattr(params, "_fingerprint", lambda source: pytest.fail("parsed again"))
+    again = [structure_fingerprint(render_params(s, {"block": 16, "precision": "tf32x3"})) for s in sources]
+    assert again == first

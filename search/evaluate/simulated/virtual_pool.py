@@ -49,6 +49,7 @@ class _Evaluator:
     room_load: int = 0
     starved_load: int | None = None
     recheck_at: float | None = None  # a holding lane asks again then
+    quiet: tuple[int, int, float] | None = None  # (queued, running, until): a hold that needs no new answer
     evaluations: int = 0
 
 
@@ -66,6 +67,7 @@ class VirtualPool:
         self.evaluators = [_Evaluator(name=f"gpu{i}", compiles=CompileSlots(settings.compile_slots, self.clock))
                            for i in range(evaluators)]
         self.compile_ahead = lookahead > 0
+        self._inflight: list[str] | None = None  # inflight()'s answer until the next change
 
     def clock(self) -> float:
         return self.now
@@ -92,6 +94,7 @@ class VirtualPool:
         if not open_:
             raise RuntimeError("submit() without a free slot")
         ev = min(open_, key=self._load)
+        self._inflight = None
         if len(ev.running) >= self.lanes or ev.queue:
             ev.queue.append((self.now, request))
             if self.compile_ahead:
@@ -100,14 +103,18 @@ class VirtualPool:
             self._start(ev, request, queued_at=self.now)
 
     def inflight(self) -> list[str]:
-        return [r.request.candidate_id for ev in self.evaluators for r in ev.running] + \
-            [req.candidate_id for ev in self.evaluators for _, req in ev.queue]
+        # Worked out again only after a change: the loop asks once or more per proposal.
+        if self._inflight is None:
+            self._inflight = [r.request.candidate_id for ev in self.evaluators for r in ev.running] + \
+                [req.candidate_id for ev in self.evaluators for _, req in ev.queue]
+        return list(self._inflight)
 
     def holding(self) -> bool:
         return any(ev.starved_load is not None for ev in self.evaluators)
 
     def withdraw_queued(self) -> list[str]:
         out = [req.candidate_id for ev in self.evaluators for _, req in ev.queue]
+        self._inflight = None
         for ev in self.evaluators:
             ev.queue.clear()
         return out
@@ -139,21 +146,33 @@ class VirtualPool:
         if not ev.queue or len(ev.running) >= self.lanes:
             ev.starved_load, ev.recheck_at = None, None  # nothing to hold for (as RayPool's answer says)
         while ev.queue and len(ev.running) < self.lanes:
+            if ev.quiet is not None and ev.quiet[:2] == (len(ev.queue), len(ev.running)) and self.now < ev.quiet[2]:
+                return  # holding, and nothing it holds for can have changed since it was last asked
+            ev.quiet = None
             ids = [req.candidate_id for _, req in ev.queue]
             waited = self.now - ev.queue[0][0]
             limit = ev.queue[0][1].limits.case_timeout_s
             needs_answer = len(ids) >= 2 or self.hold_for_ready
             index: int | None = 0
             if needs_answer and waited <= limit:
-                ready = {cid for cid in ids if ev.compiles.is_ready(cid)}
+                # Only the first compiled request matters to next_in_queue: asking about every
+                # queued one on every event was most of this pool's time at 64 evaluators.
+                ready = next(({cid} for cid in ids if ev.compiles.is_ready(cid)), set())
                 index = next_in_queue(ids, ready, waited, limit, hold=self.hold_for_ready)
             if index is None:
                 if ev.starved_load is None or ev.recheck_at is None or self.now >= ev.recheck_at:
                     ev.starved_load = self._load(ev)  # one more request, as each unanswered hold asks
                     ev.recheck_at = self.now + self.ready_wait_s
+                # Until a compile ends, the hold's re-check is due or the head's wait runs out, the
+                # answer stays the same for the same queue: worked out again on every event, it was
+                # most of this pool's time at 64 evaluators.
+                ends = ev.compiles.next_finish()
+                until = min(ev.recheck_at, ev.queue[0][0] + limit, ends if ends is not None else float("inf"))
+                ev.quiet = (len(ev.queue), len(ev.running), until)
                 return
             ev.starved_load, ev.recheck_at = None, None
             queued_at, request = ev.queue.pop(index)
+            self._inflight = None  # the order changes: running first
             self._start(ev, request, queued_at)
 
     def _next_event(self) -> float | None:
@@ -181,6 +200,7 @@ class VirtualPool:
             if not done:
                 continue
             ev.running = [r for r in ev.running if r.finish > self.now]
+            self._inflight = None
             for r in sorted(done, key=lambda r: r.finish):
                 events.append(r.event)
                 ev.compiles.forget(r.request.candidate_id)

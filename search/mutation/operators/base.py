@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, TypeVar, runtime_checkable
 
 from kernels.params import ParamSpace
 from population.models import Candidate, NewCandidate, Origin
@@ -25,6 +25,9 @@ from population.models import Candidate, NewCandidate, Origin
 if TYPE_CHECKING:
     from population.run import Run
     from search.mutation.tuning import Proposal, Tuner
+
+
+S = TypeVar("S")
 
 
 class KernelFamily(Protocol):
@@ -77,6 +80,11 @@ class ProposalContext(Protocol):
     def untried(self, parent_source_sha256: str, params: Mapping[str, Any]) -> bool:
         """True once per (parent source, params): a False one was rendered and judged before (the
         same text would come out), so an operator need not render and hash it again."""
+        ...
+
+    def operator_state(self, operator: str, make: Callable[[], S]) -> S:
+        """The operator's own memory for this search (``make()`` the first time): operators are
+        module-level singletons, and what one learns of a run must not leak into another."""
         ...
 
 

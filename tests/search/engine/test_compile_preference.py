@@ -1,5 +1,6 @@
 """While an evaluator holds a lane for a compiled request (the pool's holding()), the loop proposes
-from the families whose candidates compiled fastest, learnt from the evaluators' reports; otherwise
+from the families whose candidates compiled fastest, learnt from the evaluators' reports, among those
+that have not had more than their share of the children (``evaluation.hold_fair_share``); otherwise
 every family takes its turn at random."""
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ def judge(request: EvalRequest) -> EvalOutcome:
     return outcome.model_copy(update={"result": outcome.result.model_copy(update={"stage_seconds": stages})})
 
 
-def run(tmp_path, monkeypatch, hold: bool) -> Counter:
+def run(tmp_path, monkeypatch, hold: bool, fair: bool = True) -> Counter:
     fams = {"torch_geqrf": toy_baseline(), "quick": ToyFamily("quick"), "slow": ToyFamily("slow")}
     monkeypatch.setattr(kernels.families, "FAMILIES", fams, raising=False)
-    cfg = RunConfig(name="p", runs_dir=str(tmp_path / ("hold" if hold else "free")), seed=3,
+    cfg = RunConfig(name="p", runs_dir=str(tmp_path / f"hold{hold}-fair{fair}"), seed=3,
                     families=[FamilySpec(name="quick", islands=1), FamilySpec(name="slow", islands=1)],
-                    evaluation=EvaluationConfig(verify_suite="smoke", bench_suite="smoke-bench", device="cpu"),
+                    evaluation=EvaluationConfig(verify_suite="smoke", bench_suite="smoke-bench", device="cpu",
+                                                hold_fair_share=fair),
                     mutation=MutationMix({"llm_edit": 0.0, "optuna_step": 1.0, "param_crossover": 0.0, "llm_merge": 0.0}))
     pool = FakePool(size=1, judge=judge, hold=hold)
     loop = make_loop(cfg, fams, pool=pool, max_evals=24)
@@ -37,8 +39,14 @@ def run(tmp_path, monkeypatch, hold: bool) -> Counter:
 
 
 def test_a_holding_evaluator_gets_children_of_the_family_that_compiles_fastest(tmp_path, monkeypatch):
-    held = run(tmp_path, monkeypatch, hold=True)
+    held = run(tmp_path, monkeypatch, hold=True, fair=False)
     free = run(tmp_path, monkeypatch, hold=False)
     # Until both seeds have reported, the slow family is still "free"; after that, only quick ones.
     assert held["quick"] >= 18 and held["slow"] <= 2, held
     assert free["quick"] >= 5 and free["slow"] >= 5, free  # no hold: both families take turns
+
+
+def test_with_a_fair_share_the_fastest_family_goes_first_only_up_to_its_share(tmp_path, monkeypatch):
+    held = run(tmp_path, monkeypatch, hold=True, fair=True)
+    # Each family gets about half of the children, the quick one first whenever it is within its share.
+    assert abs(held["quick"] - held["slow"]) <= 2 and held["quick"] >= held["slow"], held

@@ -12,7 +12,7 @@ from kernels.params import Choice, FloatRange, IntRange, structure_fingerprint
 from population.consistency import check_consistency
 from population.models import Origin, State
 from search.config import MutationMix
-from search.mutation.operators.local_step import neighbourhood, neighbours, step
+from search.mutation.operators.local_step import Frontier, LocalStep, neighbourhood, neighbours, step
 from search.engine.proposer import OPERATOR_KEY
 from search.mutation.tuning import TRIAL_ATTR_CANDIDATE
 from tests.search.engine.test_loop import config, families, make_loop  # noqa: F401 - the fixture
@@ -99,3 +99,37 @@ def test_a_structure_whose_budget_is_used_gets_no_more_local_steps(tmp_path, fam
     loop.run_until_done()
     for family in ("toy", "toy2"):
         assert loop.tuner.trials_used(family, structure_fingerprint(TOY_SOURCE)) <= 2
+
+
+def test_a_frontier_gives_every_neighbour_once_then_is_spent():
+    base = ToySpace().as_params()
+    frontier = Frontier(ToySpace, base, random.Random(2))
+    seen = []
+    for which in (0, 1):
+        while (point := frontier.point(which)) is not None:
+            seen.append(tuple(sorted(point.items())))
+            frontier.judged(which)
+    expected = {tuple(sorted(p.items())) for p in neighbourhood(ToySpace, base, random.Random(1), two_first=False)}
+    assert len(seen) == len(set(seen)) == len(expected) and set(seen) == expected
+    assert frontier.spent
+
+
+def test_a_parent_with_nothing_new_near_it_is_walked_once(tmp_path, families, monkeypatch):
+    cfg = config(tmp_path, mutation=MutationMix({"local_step": 1.0}))
+    loop = make_loop(cfg, families, max_evals=4)
+    loop.run_until_done()
+    proposer, tuner = loop.proposer, loop.tuner
+    parent = loop.run.champion("toy")
+    # Every point near the parent asked by someone else (TPE, say): the local step has nothing to offer.
+    for params in neighbourhood(ToySpace, parent.params, random.Random(0), two_first=False):
+        proposal = tuner.ask_at("toy", parent.fingerprint, ToySpace, parent.params, params)
+        if proposal is not None:
+            tuner.skip(proposal, "asked by the test")
+    monkeypatch.setattr(proposer, "tuning_parent", lambda family, island, inflight: parent)
+    walks = []
+    real = tuner.asked
+    monkeypatch.setattr(tuner, "asked", lambda *a: walks.append(a) or real(*a))
+    assert LocalStep().propose(proposer, "toy", 0, {}) is None
+    assert len(walks) == 1  # the first draw judged every neighbour ...
+    assert LocalStep().propose(proposer, "toy", 0, {}) is None
+    assert len(walks) == 1  # ... and the next ones know it without looking

@@ -195,12 +195,31 @@ def test_param_crossover_renders_a_parents_point_once(monkeypatch):
         key = (sha, canonical_params(params))
         return not (key in tried or tried.add(key))
 
+    states: dict = {}
     ctx = SimpleNamespace(
         run=SimpleNamespace(select_parent=lambda *_: a, population=SimpleNamespace(members=lambda *_: [a, b]),
                             source=lambda _c: source),
         families={"f": SimpleNamespace(space=Space)}, rng=random.Random(3), fresh=fresh, untried=untried,
-        retired=frozenset())
+        retired=frozenset(), operator_state=lambda name, make: states.setdefault(name, make()))
     children = [pc.OPERATOR.propose(ctx, "f", 0, {}) for _ in range(30)]
     made = [c.new.params for c in children if c is not None]
-    assert len(made) == len({canonical_params(p) for p in made}) == 4, "every mix of the two parents, once"
-    assert len(renders) == 4, "no mix rendered twice"
+    # Every mix of the two parents once, and neither parent's own point (it is a candidate already).
+    assert sorted(map(canonical_params, made)) == sorted(map(canonical_params, [{"a": 1, "b": 2}, {"a": 2, "b": 1}]))
+    assert len(renders) == 2, "no mix rendered twice"
+    # The pair is spent: later draws neither render nor validate anything.
+    monkeypatch.setattr(Space, "__init__", lambda *a, **k: pytest.fail("a spent pair was drawn from"))
+    assert pc.OPERATOR.propose(ctx, "f", 0, {}) is None and len(renders) == 2
+
+
+def test_a_crossover_mask_is_drawn_once_and_never_a_parents_own():
+    import random
+
+    from search.mutation.operators.param_crossover import draw
+
+    rng = random.Random(0)
+    drawn: set[int] = set()
+    while (mask := draw(rng, 4, drawn)) is not None:
+        assert mask not in drawn and 0 < mask < 15
+        drawn.add(mask)
+    assert drawn == set(range(1, 15))  # all 14 mixes of a pair differing on four knobs
+    assert draw(rng, 1, set()) is None  # one differing knob: each mix is a parent
