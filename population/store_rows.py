@@ -114,6 +114,7 @@ def candidates_from_rows(rows: Iterable[tuple[Any, ...]], path: Path) -> list[Ca
 
 
 _SCALARS = frozenset({str, int, bool, type(None)})
+_decode = json.JSONDecoder().raw_decode
 # Every field set, as validation of a stored row sets them: the checked rows are copies of it
 # (model_copy takes trusted values, unvalidated, and is the cheapest public way to build a model).
 _TEMPLATE = Candidate(id="c0", family="f", island=0, parent_ids=(), origin=Origin.SEED, source_sha256="0" * 64,
@@ -122,18 +123,20 @@ _TEMPLATE = Candidate(id="c0", family="f", island=0, parent_ids=(), origin=Origi
 
 
 def _checked_candidate(row: tuple[Any, ...]) -> Candidate | None:
+    text = row[8]
     try:
-        params = json.loads(row[8])
+        params, end = _decode(text)  # json.loads without its checks of its arguments, once a row
     except ValueError:
         return None
-    if type(params) is not dict or not all(type(v) in _SCALARS or (type(v) is float and math.isfinite(v))
-                                           for v in params.values()):
+    if end != len(text) or type(params) is not dict or not all(
+            type(v) in _SCALARS or (type(v) is float and math.isfinite(v)) for v in params.values()):
         return None  # what the Params type or canonical_params would refuse
     return _TEMPLATE.model_copy(update={
-        "id": row[1], "family": row[2], "island": row[3], "parent_ids": tuple(p for p in (row[4], row[5]) if p is not None),
-        "origin": Origin(row[6]), "source_sha256": row[7], "params": params, "fingerprint": row[9],
-        "generation": row[10], "created_at": row[11], "updated_at": row[12], "state": State(row[13]),
-        "reason": row[14], "fitness_ms": row[15]})
+        "id": row[1], "family": row[2], "island": row[3],
+        "parent_ids": tuple(p for p in (row[4], row[5]) if p is not None), "origin": Origin(row[6]),
+        "source_sha256": row[7], "params": params, "fingerprint": row[9], "generation": row[10],
+        "created_at": row[11], "updated_at": row[12], "state": State(row[13]), "reason": row[14],
+        "fitness_ms": row[15]})
 
 
 def structure_row(r: StructureRecord) -> tuple[Any, ...]:

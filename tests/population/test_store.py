@@ -409,6 +409,7 @@ def test_checked_rows_build_what_validation_builds(tmp_path: Path) -> None:
     """params = '{"i": NaN}'""",
     """params = '{"i": 1e999}'""",  # infinite once read
     "params = '{'",
+    "params = '{} {}'",  # two documents
     "state = 'failed_verify', fitness_ms = NULL, reason = ''",  # a failure without its reason
     "state = 'failed_verify', fitness_ms = NULL, reason = ' \u2003 '",  # whitespace only, not ASCII's
     "fitness_ms = 1e999",
@@ -427,7 +428,8 @@ def test_rows_the_checks_doubt_but_the_model_accepts_are_read(tmp_path: Path) ->
     # A failure whose reason has no ASCII letter or digit: the row check sends it to validation,
     # which accepts it; the candidate reads as any other.
     d = filled_store(tmp_path, n=3)
-    _tamper(d, "UPDATE candidates SET state = 'failed_verify', fitness_ms = NULL, reason = '¿?', member = 0 WHERE seq = 2")
+    _tamper(d, "UPDATE candidates SET state = 'failed_verify', fitness_ms = NULL, reason = '¿?', member = 0 "
+               "WHERE seq = 2")
     with RunStore.open(d, readonly=True) as store:
         cands = store.list_candidates()
     assert cands[1].state is State.FAILED_VERIFY and cands[1].reason == "¿?"

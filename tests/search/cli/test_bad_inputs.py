@@ -150,7 +150,8 @@ def test_a_candidate_row_edited_out_of_shape_is_one_line_too(capsys, tmp_path, c
     db.execute("UPDATE candidates SET origin = 'llm' WHERE id = ?", (seed,))  # an LLM edit without a parent
     db.commit()
     db.close()
-    code, _, err = run_cli(capsys, command, config.run_dir, *(["-o", tmp_path / "r.html"] if command == "report" else []))
+    output = ["-o", tmp_path / "r.html"] if command == "report" else []
+    code, _, err = run_cli(capsys, command, config.run_dir, *output)
     assert code == 1
     line = one_error_line(err)
     assert f"candidate row '{seed}' does not validate" in line and "config.yaml" in line
