@@ -17,7 +17,7 @@ import json
 import sqlite3
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -51,9 +51,7 @@ class StoredRows(Mapping[str, V]):
         self._path, self._keys = path, frozenset(keys)
         self._one = f"SELECT {value} FROM {table} WHERE {key} = ?"
         self._all = f"SELECT {key}, {value} FROM {table}"
-        self._field = f"SELECT {key}, json_extract({value}, ?) FROM {table}"
-        self._each = (f"SELECT {table}.{key}, json_extract(j.value, '$.case'), json_extract(j.value, '$.status'), "
-                      f"json_extract(j.value, '$.median_ms') FROM {table}, json_each({table}.{value}, ?) j")
+        self._table, self._key, self._value = table, key, value
         self._parse = parse
         self._rows: dict[str, V] = {}
         self._conn: sqlite3.Connection | None = None
@@ -93,18 +91,33 @@ class StoredRows(Mapping[str, V]):
                     self._rows[key] = self._parse(text)
         return self._rows
 
-    def extract(self, json_path: str) -> dict[str, Any]:
-        """One field of every row's JSON value (``$.finished_at``), read by SQLite without parsing
-        the rows (a 50,000-result store parses in seconds, extracts one field in a fraction)."""
-        return {k: v for k, v in self._connection().execute(self._field, (json_path,)) if k in self._keys}
+    def scan(self, paths: Sequence[str], array: str, item_paths: Sequence[str],
+             width: int = 16) -> Iterator[tuple[str, list[Any], list[list[Any]]]]:
+        """Per row: its JSON value's fields at ``paths``, and the fields at ``item_paths`` (``$.case``)
+        of each element of its array at ``array`` (``$.cases``), in array order.  SQLite parses each
+        row once and extracts all of them in one call (the first ``width`` elements; a row with
+        more is read again by itself): on a store of 50,000 results, finish times and case times
+        in less than half a second, where parsing the rows took five."""
+        def extract(count: int) -> tuple[str, list[str]]:  # of two paths or more: a JSON array
+            wanted = [*paths, *(f"{array}[{i}]{p.removeprefix('$')}" for i in range(count) for p in item_paths)]
+            return f"json_extract({self._value}, {', '.join('?' * len(wanted))})", wanted
 
-    def case_times(self, json_path: str = "$.cases") -> Iterator[tuple[str, str, str, float | None]]:
-        """(key, case, status, median_ms) of each element of every row's ``json_path`` array, in
-        array order, read by SQLite without parsing the rows (best per case on a store of 50,000
-        results: half a second, where parsing them took five)."""
-        for row in self._connection().execute(self._each, (json_path,)):
-            if row[0] in self._keys:
-                yield row
+        step, first = len(item_paths), len(paths)
+        width = max(width, 2)
+        fields, params = extract(width)
+        rows = self._connection().execute(
+            f"SELECT {self._key}, json_array_length({self._value}, ?), {fields} FROM {self._table}", (array, *params))
+        for key, length, text in rows:
+            if key not in self._keys:
+                continue
+            count = length or 0
+            if count > width:
+                fields_all, params_all = extract(count)
+                text = self._connection().execute(f"SELECT {fields_all} FROM {self._table} WHERE {self._key} = ?",
+                                                  (*params_all, key)).fetchone()[0]
+            values = json.loads(text)
+            flat = values[first:first + count * step]
+            yield key, values[:first], [flat[i:i + step] for i in range(0, len(flat), step)]
 
     def values(self):  # type: ignore[override]
         return self.load_all().values()

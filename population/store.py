@@ -23,9 +23,9 @@ from population.maturation import StructureRecord
 from population.models import (Candidate, EvalResult, Frozen, NewCandidate, Origin, State, candidate_id,
                                result_from_json, source_hash)
 from population.store_file import StoreFile
-from population.store_rows import (CAND_COLS, CAND_INSERT, CHAMP_COLS, STRUCT_COLS, ChampionEntry,
-                                   candidate_from_row, candidate_row, champion_from_row, structure_from_row,
-                                   structure_row)
+from population.store_rows import (CAND_CHECKED_COLS, CAND_COLS, CAND_INSERT, CHAMP_COLS, STRUCT_COLS,
+                                   ChampionEntry, candidate_from_row, candidate_row, candidates_from_rows,
+                                   champion_from_row, structure_from_row, structure_row)
 
 
 class Attempt(Frozen):
@@ -182,12 +182,12 @@ class RunStore(StoreFile):
             params.append(fingerprint)
         if members_only:
             where.append("member = 1")
-        sql = (f"SELECT {CAND_COLS} FROM candidates WHERE {' AND '.join(where)} "
+        sql = (f"SELECT {CAND_CHECKED_COLS} FROM candidates WHERE {' AND '.join(where)} "
                f"ORDER BY seq {'DESC' if newest_first else 'ASC'}")
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        return [candidate_from_row(r, self.path) for r in self._execute(sql, params).fetchall()]
+        return candidates_from_rows(self._execute(sql, params).fetchall(), self.path)
 
     def count_candidates(self, family: str | None = None) -> int:
         if family is None:

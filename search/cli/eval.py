@@ -14,7 +14,6 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from kernels.candidate import CandidateError, check_syntax
-from kernels.families import BASELINE_PATH
 from kernels.harness.settings import RunLimits, TimedRegion, TimingPolicy
 from kernels.suites import get_suite, suite_names
 from search.cli.checks import cpu_set, parse_cpus, positive
@@ -247,6 +246,8 @@ def _baseline(suite: str, enabled: bool, saved: Optional[Path], timeout: float, 
         return report
     if not enabled:
         return None
+    from kernels.families import BASELINE_PATH  # the family registry: imported by the commands that time one
+
     return _run(BASELINE_PATH, suite, "bench", max(timeout, 600.0), True, False, device, "timing torch.geqrf",
                 cpus=cpus, region=region)
 

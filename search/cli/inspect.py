@@ -22,7 +22,7 @@ from rich.table import Table
 
 from population.errors import RunStoreError
 from population.models import State
-from search.cli.runs import existing_run
+from search.cli.runs import existing_run, reading_a_run
 from search.cli.lineage_render import (CURRENT_MARK, FORMER_MARK, STATE_STYLE, ancestry_tree, lineage_dot,
                                        lineage_tree)
 from search.inspect.view import InspectError, RunView
@@ -40,7 +40,8 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
 
 def _view(run_dir: Path) -> RunView:
     try:
-        return RunView(run_dir)
+        with reading_a_run():
+            return RunView(run_dir)
     except RunStoreError as exc:
         raise _fail(str(exc))
 

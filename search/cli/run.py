@@ -19,7 +19,7 @@ from population.errors import RunStoreError
 from population.store import RunStore
 from search.cli.checks import non_negative, positive
 from search.cli.human import print_human_and_focus
-from search.cli.runs import existing_run, print_runs, run_or_runs
+from search.cli.runs import existing_run, print_runs, reading_a_run, run_or_runs
 from search.inspect.status import run_status
 from search.config import ConfigError, RunConfig, default_config, problems
 from search.run_dirs import is_run
@@ -216,7 +216,8 @@ def status_command(
         print_runs(run_dir, as_json)
         return
     try:
-        data = run_status(run_dir)
+        with reading_a_run():
+            data = run_status(run_dir)
     except RunStoreError as exc:
         raise _fail(str(exc))
     if as_json:

@@ -119,27 +119,22 @@ def chain_layout(view: RunView, family: str) -> tuple[dict[str, tuple[float, flo
 
 
 def chains_figure(view: RunView) -> bytes | None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     families = [f for f in view.families(include_baseline=False) if view.champion_graph(f)[0]]
     if not families:
         return None
     layouts = [chain_layout(view, f) for f in families]
     heights = [max(1.0, max(p[1] for p in pos.values()) + 1) for pos, _ in layouts]
     widths = [max(p[0] for p in pos.values()) + 1 for pos, _ in layouts]
-    fig, axes = plt.subplots(len(families), 1, figsize=(min(22, 2.4 * max(widths) + 1.5),
-                                                       sum(0.95 * h + 0.7 for h in heights)),
-                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    fig, axes = report_plots.subplots(len(families), (min(22, 2.4 * max(widths) + 1.5),
+                                                      sum(0.95 * h + 0.7 for h in heights)),
+                                      gridspec_kw={"height_ratios": heights})
     for ax, family, (pos, edges) in zip(axes[:, 0], families, layouts):
         chain = [e.change.candidate_id for e in view.history if e.change.family == family]
         report_plots.draw_chain(ax, view, family, pos, edges)
         ax.set_xlim(-0.6, max(p[0] for p in pos.values()) + 0.6)
         ax.set_ylim(max(p[1] for p in pos.values()) + 0.6, -0.6)
-        ax.set_title(f"{family}: champion chain ({len(chain)} champion(s); ancestors between them in white)",
-                     fontsize=10, loc="left")
+        report_plots.title(ax, f"{family}: champion chain ({len(chain)} champion(s); ancestors between them in "
+                               "white)", fontsize=10)
         ax.axis("off")
     return report_plots.figure_png(fig)
 

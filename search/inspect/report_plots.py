@@ -14,7 +14,7 @@ import math
 from collections import Counter
 from typing import Any
 
-from population.models import State
+from population.models import Candidate, State
 from search.inspect.view import RunView, normalize_reason
 from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, speedup as fmt_speedup
 from population.records import BASELINE_FAMILY
@@ -24,20 +24,50 @@ FAILURE_MARKERS = {State.FAILED_COMPILE.value: "s", State.FAILED_VERIFY.value: "
                    State.TIMEOUT.value: "P", State.REJECTED.value: "D"}
 
 
-def _pyplot() -> Any:
-    import matplotlib
+def subplots(rows: int, figsize: tuple[float, float], **kw: Any) -> tuple[Any, Any]:
+    """A figure of ``rows`` axes (an array, ``squeeze=False``) drawn by Agg.  Made without pyplot,
+    whose import and figure registry a one-shot report does not need."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(rows, 1, squeeze=False, **kw)
 
-    return plt
+
+DPI = 110
 
 
 def figure_png(fig: Any) -> bytes:
+    """The figure as a PNG cropped to what it shows.  The crop is measured, not drawn: savefig's
+    ``bbox_inches="tight"`` draws the whole figure once to find it, then again to save it."""
+    from matplotlib import rcParams
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig.set_dpi(DPI)
+    box = fig.get_tightbbox(FigureCanvasAgg(fig).get_renderer()).padded(rcParams["savefig.pad_inches"])
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight", facecolor="white")
-    _pyplot().close(fig)
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches=box, facecolor="white")
     return buf.getvalue()
+
+
+def log_axis(ax: Any, limits: tuple[float, float]) -> None:
+    """A log y axis over ``limits`` labelled in plain numbers ("3", "0.05"): matplotlib's own
+    labels are mathtext ("5 x 10^-2"), and laying them out was a fifth of a report's figures."""
+    from matplotlib.ticker import LogFormatter
+
+    class Plain(LogFormatter):
+        def __call__(self, x: float, pos: int | None = None) -> str:
+            return f"{x:g}" if super().__call__(x, pos) else ""  # the ticks matplotlib labels
+
+    ax.set_yscale("log")
+    ax.set_ylim(*limits)
+    ax.yaxis.set_major_formatter(Plain(10))
+    ax.yaxis.set_minor_formatter(Plain(10, labelOnlyBase=False))
+
+
+def title(ax: Any, text: str, **kw: Any) -> None:
+    # At a fixed height: matplotlib otherwise places each title clear of the tick labels of every
+    # axis it shares x with, which measures them all for every one of a report's subplots.
+    ax.set_title(text, loc="left", y=1.0, **kw)
 
 
 def fitted_range(values: list[float]) -> tuple[float, float] | None:
@@ -83,23 +113,24 @@ def shown_note(items: list[Any], shown: list[Any]) -> str:
 def evaluations_figure(view: RunView) -> bytes:
     """Every finished evaluation per family against minutes since the run started: verified
     ones at their geomean, failures in a band under the axis by kind, best so far on top."""
-    plt = _pyplot()
     families = view.families(include_baseline=False)
     t0 = view.started() or 0.0
-    fig, axes = plt.subplots(max(1, len(families)), 1, figsize=(9, 2.9 * max(1, len(families)) + 0.6),
-                             sharex=True, squeeze=False)
+    fig, axes = subplots(max(1, len(families)), (9, 2.9 * max(1, len(families)) + 0.6), sharex=True)
+    finished = view.finished_by_family()
     for ax, family in zip(axes[:, 0], families):
-        done = sorted((c for c in view.candidates if c.family == family and c.id in view.told),
-                      key=lambda c: view.told[c.id])
+        done = finished[family]
+        by_state: dict[State, list[Candidate]] = {}
+        for c in done:
+            by_state.setdefault(c.state, []).append(c)
         minutes = {c.id: max(0.0, view.finished_at(c.id) - t0) / 60 for c in done}
-        ok = [c for c in done if c.state is State.VERIFIED and c.fitness_ms]
+        ok = [c for c in by_state.get(State.VERIFIED, []) if c.fitness_ms]
         limits = fitted_range([c.fitness_ms for c in ok])  # type: ignore[misc]  # each family its own range
         shown = sampled(ok, SCATTER_POINTS)
         ax.scatter([minutes[c.id] for c in shown], [c.fitness_ms for c in shown], s=18, color="#1f77b4",
                    alpha=0.75, label=f"verified ({len(ok)}{shown_note(ok, shown)})", zorder=2)
         floor = limits[0] * 1.08 if limits else 1.0  # the failure band sits just above the axis bottom
         for state, marker in FAILURE_MARKERS.items():
-            failed = [c for c in done if c.state.value == state]
+            failed = by_state.get(State(state), [])
             if not failed:
                 continue
             top = Counter(normalize_reason(c.reason or "")[0] for c in failed).most_common(1)[0][0]
@@ -120,11 +151,10 @@ def evaluations_figure(view: RunView) -> bytes:
                     label=f"best so far {fmt_ms(ys[-1], unit=True)}" + (f", {fmt_speedup(speed)}" if speed else ""))
         _baseline_line(ax, view, limits)
         if limits:
-            ax.set_yscale("log")
-            ax.set_ylim(*limits)
+            log_axis(ax, limits)
         if not done:
             ax.text(0.5, 0.5, "no finished evaluation", ha="center", va="center", transform=ax.transAxes)
-        ax.set_title(f"{family}: {len(done)} evaluations", fontsize=10, loc="left")
+        title(ax, f"{family}: {len(done)} evaluations", fontsize=10)
         ax.set_ylabel("geomean ms")
         ax.grid(True, which="both", alpha=0.3)
         if done:
@@ -136,10 +166,12 @@ def evaluations_figure(view: RunView) -> bytes:
 
 def progress_figure(view: RunView) -> bytes:
     """Best verified geomean per family against the run's evaluation number."""
-    plt = _pyplot()
+    from matplotlib import colormaps
+
     series = view.progress()
-    fig, ax = plt.subplots(figsize=(9, 4.6))
-    colors = plt.get_cmap("tab10")
+    fig, axes = subplots(1, (9, 4.6))
+    ax = axes[0, 0]
+    colors = colormaps["tab10"]
     values = [p["best_ms"] for f, points in series.items() if f != BASELINE_FAMILY for p in points]
     limits = fitted_range(values)
     for i, (family, points) in enumerate((f, p) for f, p in series.items() if f != BASELINE_FAMILY):
@@ -157,14 +189,13 @@ def progress_figure(view: RunView) -> bytes:
         ax.scatter([a for a, _ in imp], [b for _, b in imp], color=colors(i % 10), s=22, zorder=5)
     _baseline_line(ax, view, limits)
     if limits:
-        ax.set_yscale("log")
-        ax.set_ylim(*limits)
+        log_axis(ax, limits)
         ax.legend(loc="best", fontsize=9)
     else:
         ax.text(0.5, 0.5, "no verified candidate yet", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel("evaluations (whole run)")
     ax.set_ylabel(f"best geomean ms ({view.bench_suite_name or 'bench suite'})")
-    ax.set_title(f"best verified geomean per family; {baseline_note(view)}", fontsize=10)
+    ax.set_title(f"best verified geomean per family; {baseline_note(view)}", fontsize=10, y=1.0)
     ax.grid(True, which="both", alpha=0.3)
     return figure_png(fig)
 

@@ -15,14 +15,14 @@ import re
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from kernels.floors import floors
 from kernels.suites import Case, get_suite
 from population.lineage import Lineage
 from population.models import Candidate, EvalResult, State, id_sort_key
 from population.records import BASELINE_FAMILY, LLM_STATE_KEY, NOTE_KEY, OPERATOR_KEY, TRIAL_KEY, evals_key
-from population.snapshot import RunSnapshot, read_snapshot
+from population.snapshot import RunSnapshot, StoredRows, read_snapshot
 from population.store import RunStore
 from search.engine.llm_budget import model_ledger
 from search.inspect.human_view import HumanView
@@ -74,7 +74,8 @@ class RunView(LineageViews):
         self.baseline_id: str | None = snap.baseline_id
         self.baseline: EvalResult | None = snap.baseline
         evaluation = self.config.get("evaluation", {}) or {}
-        self._finished: dict[str, float | None] | None = None
+        self._scanned: tuple[dict[str, float | None], list[tuple[str, str, str, float | None]]] | None = None
+        self._by_family: dict[str, list[Candidate]] | None = None
         self.bench_suite_name: str = evaluation.get("bench_suite", "")
         self.verify_suite_name: str = evaluation.get("verify_suite", "")
         try:
@@ -180,12 +181,7 @@ class RunView(LineageViews):
         on_gpu = self.device_is_gpu()
         # One pass over the stored results (times only), then speedups for the winners: the
         # speedups of every result for every case cost 18 s on a 50,000-candidate store.
-        stored = self.own_results
-        case_times = getattr(stored, "case_times", None)
-        if case_times is not None:  # SQLite reads the case times out of the stored JSON
-            times: Iterable[tuple[str, str, str, float | None]] = case_times()
-        else:
-            times = ((cid, o.case, o.status.value, o.median_ms) for cid, r in stored.items() for o in r.cases)
+        times = self._scan()[1]
         candidates = {c.id: c for c in self.verified(families)}
         fastest: dict[str, tuple[tuple[float, tuple], Candidate]] = {}
         seen: set[tuple[str, str]] = set()
@@ -245,13 +241,27 @@ class RunView(LineageViews):
         return finished if finished else self.by_id[cid].updated_at
 
     def _finished_times(self) -> dict[str, float | None]:
-        """Each result's finished_at, read once for all (SQLite extracts the field: parsing every
-        result took 5 s of a report on a 50,000-candidate store)."""
-        if self._finished is None:
-            extract = getattr(self.own_results, "extract", None)
-            self._finished = (extract("$.finished_at") if extract is not None
-                              else {cid: r.finished_at for cid, r in self.own_results.items()})
-        return self._finished
+        return self._scan()[0]
+
+    def _scan(self) -> tuple[dict[str, float | None], list[tuple[str, str, str, float | None]]]:
+        """Each result's finished_at, and (id, case, status, median_ms) of each of its cases, read
+        once for all.  SQLite extracts them from the stored JSON when the results are a store's:
+        parsing every result took 5 s of a report on a 50,000-candidate store."""
+        if self._scanned is None:
+            stored = self.own_results
+            finished: dict[str, float | None] = {}
+            times: list[tuple[str, str, str, float | None]] = []
+            if isinstance(stored, StoredRows):
+                for cid, (at,), cases in stored.scan(["$.finished_at"], "$.cases", ["$.case", "$.status",
+                                                                                     "$.median_ms"]):
+                    finished[cid] = at
+                    times += [(cid, case, status, ms) for case, status, ms in cases]
+            else:
+                for cid, r in stored.items():
+                    finished[cid] = r.finished_at
+                    times += [(cid, o.case, o.status.value, o.median_ms) for o in r.cases]
+            self._scanned = (finished, times)
+        return self._scanned
 
     def metadata(self) -> dict[str, Any]:
         counters = self.snapshot.run_counters
@@ -295,9 +305,7 @@ class RunView(LineageViews):
         evaluation number, seconds since the run started)."""
         t0 = self.started() or 0.0
         out: dict[str, list[dict[str, Any]]] = {}
-        for family in self.families():
-            finished = sorted((c for c in self.candidates if c.family == family and c.id in self.told),
-                              key=lambda c: self.told[c.id])
+        for family, finished in self.finished_by_family().items():
             best: float | None = None
             best_id: str | None = None
             series = []
@@ -311,6 +319,19 @@ class RunView(LineageViews):
                                    "best_ms": best, "candidate": best_id, "improved": improved})
             out[family] = series
         return out
+
+    def finished_by_family(self) -> dict[str, list[Candidate]]:
+        """Each family's finished candidates in the order they finished (every family, the
+        baseline first; one pass over the candidates, not one per family)."""
+        if self._by_family is None:
+            out: dict[str, list[Candidate]] = {f: [] for f in self.families()}
+            for c in self.candidates:
+                if c.id in self.told:
+                    out[c.family].append(c)
+            for finished in out.values():
+                finished.sort(key=lambda c: self.told[c.id])
+            self._by_family = out
+        return self._by_family
 
     def failures(self) -> dict[str, Any]:
         """Failure counts per state, and reasons grouped (case names and ids taken out)."""

@@ -13,7 +13,7 @@ import pytest
 from population import records
 from population.lineage import Lineage, ancestor_ids, family_tree
 from population.models import State
-from population.snapshot import RunSnapshot, read_snapshot
+from population.snapshot import RunSnapshot, StoredRows, read_snapshot
 from population.speedup import with_speedups
 from population.store import RunStore
 from tests.population.data.make_store import T0, build
@@ -103,3 +103,16 @@ def test_a_record_of_another_shape_still_reads() -> None:
     assert status.state == "running" and status.shown_state(100.0) == "stopped (no heartbeat)"
     assert records.parse(records.Session, None).started is None
     assert records.parse(records.Session, {"started": 1.0, "ended": 2.0, "tag": "x"}).ended == 2.0
+
+
+@pytest.mark.parametrize("width", [2, 16])
+def test_a_scan_of_the_results_reads_what_parsing_them_reads(run_dir: Path, width: int) -> None:
+    # width 2: results with more cases than that are read again, one by one.
+    stored = snap_of(run_dir).stored_results
+    assert isinstance(stored, StoredRows)
+    scanned = {cid: (fields, items) for cid, fields, items in
+               stored.scan(["$.finished_at", "$.device"], "$.cases", ["$.case", "$.median_ms"], width=width)}
+    parsed = {cid: ([r.finished_at, r.device], [[o.case, o.median_ms] for o in r.cases])
+              for cid, r in stored.load_all().items()}
+    assert scanned == parsed
+    assert any(len(items) > 2 for _, items in parsed.values()) and any(not items for _, items in parsed.values())

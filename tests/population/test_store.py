@@ -361,3 +361,76 @@ def test_a_migrants_measurement_is_its_originals(tmp_path: Path) -> None:
         assert run.store.get_result(migrant.id) is None
         assert run.store.evaluated_result(migrant.id) == ok(s.id, 2.0)
         assert run.store.evaluated_result(s.id) == ok(s.id, 2.0)
+
+
+# --- candidate rows: trusted when they pass the checks, validated when they do not ------------
+
+def _tamper(d: Path, sql: str) -> None:
+    """Edit the file behind the store's back (as a person with the sqlite3 shell might)."""
+    db = sqlite3.connect(d / DB_NAME)
+    db.execute(sql)
+    db.commit()
+    db.close()
+
+
+def test_checked_rows_build_what_validation_builds(tmp_path: Path) -> None:
+    from population.store_rows import CAND_COLS, candidate_from_row
+
+    d = filled_store(tmp_path, n=8)
+    # Params of every kind a JSON scalar takes, and a failure with its reason.
+    _tamper(d, """UPDATE candidates SET params = '{"a":1,"b":2.5,"c":"x","d":true,"e":null}' WHERE seq = 3""")
+    _tamper(d, "UPDATE candidates SET state = 'crashed', reason = 'segfault', fitness_ms = NULL WHERE seq = 4")
+    with RunStore.open(d, readonly=True) as store:
+        fast = store.list_candidates()
+        validated = [candidate_from_row(r, store.path)
+                     for r in store.connection.execute(f"SELECT {CAND_COLS} FROM candidates ORDER BY seq")]
+    assert fast == validated and len(fast) == 9
+    for a, b in zip(fast, validated):
+        assert a.model_dump() == b.model_dump() and a.model_fields_set == b.model_fields_set
+        assert [type(v) for v in a.params.values()] == [type(v) for v in b.params.values()]
+    assert fast[2].params == {"a": 1, "b": 2.5, "c": "x", "d": True, "e": None}
+    with pytest.raises(ValueError):
+        fast[0].state = State.CRASHED  # type: ignore[misc]  # as frozen as a validated one
+
+
+@pytest.mark.parametrize("edit", [
+    "state = 'verifed', fitness_ms = NULL",  # not a state
+    "origin = 'mutant'",  # not an origin
+    "origin = 'crossover'",  # one parent where a crossover has two
+    "parent1 = NULL",  # an LLM edit without its parent
+    "parent1 = id",  # its own parent
+    "id = 'c 7'",  # a character an id never has
+    "family = ''",
+    "island = -1",
+    "generation = -2",
+    "source_sha256 = upper(source_sha256)",
+    "fingerprint = ''",
+    "params = '[1, 2]'",  # not an object
+    """params = '{"i": [1]}'""",  # not a scalar
+    """params = '{"i": NaN}'""",
+    """params = '{"i": 1e999}'""",  # infinite once read
+    "params = '{'",
+    "params = '{} {}'",  # two documents
+    "state = 'failed_verify', fitness_ms = NULL, reason = ''",  # a failure without its reason
+    "state = 'failed_verify', fitness_ms = NULL, reason = ' \u2003 '",  # whitespace only, not ASCII's
+    "fitness_ms = 1e999",
+])
+def test_a_candidate_row_edited_out_of_shape_is_a_corrupt_store(tmp_path: Path, edit: str) -> None:
+    d = filled_store(tmp_path, n=8)
+    _tamper(d, f"UPDATE candidates SET {edit}, member = 0 WHERE seq = 5")
+    with RunStore.open(d, readonly=True) as store:
+        with pytest.raises(StoreCorrupt, match=r"candidate row '[^']*' does not validate") as caught:
+            store.list_candidates()
+    said = str(caught.value)
+    assert said.startswith(str(d / DB_NAME)) and "\n" not in said and "config.yaml" in said
+
+
+def test_rows_the_checks_doubt_but_the_model_accepts_are_read(tmp_path: Path) -> None:
+    # A failure whose reason has no ASCII letter or digit: the row check sends it to validation,
+    # which accepts it; the candidate reads as any other.
+    d = filled_store(tmp_path, n=3)
+    _tamper(d, "UPDATE candidates SET state = 'failed_verify', fitness_ms = NULL, reason = '¿?', member = 0 "
+               "WHERE seq = 2")
+    with RunStore.open(d, readonly=True) as store:
+        cands = store.list_candidates()
+    assert cands[1].state is State.FAILED_VERIFY and cands[1].reason == "¿?"

@@ -110,9 +110,16 @@ class LoopbackCluster:
         return f"127.0.0.1:{self.gcs_port}"
 
     def _env(self) -> dict[str, str]:
-        # Authentication off, said explicitly: a head that finds a token in ~/.ray (made by anyone's
-        # `ray get-auth-token --generate`) turns it on by itself, and a node joining without it fails.
-        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+        # Ray's token authentication as this process has it, which is how a driver started here
+        # connects: a driver in token mode refuses the calls of workers started without it (its
+        # actors are never created), and one without it is refused by nodes in token mode.  A
+        # local ray.init() turns token mode on for the rest of its process (RAY_AUTH_MODE=token
+        # in os.environ, which Ray reads again), so a driver that launched a local run and then
+        # connects here connects with it.  Unset, it is off, said explicitly: a head that finds a
+        # token in ~/.ray (anyone's `ray get-auth-token --generate`) turns it on by itself, and a
+        # node joining without it fails.
+        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0",
+               "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE") or "disabled"}
         env.pop("RAY_ADDRESS", None)
         return env
 

@@ -5,6 +5,7 @@ behind.  Every launch here stops before a search starts."""
 from __future__ import annotations
 
 import socket
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -136,6 +137,24 @@ def test_a_damaged_store_is_one_line_with_a_way_out_and_is_left_as_it_was(capsys
     assert "run.sqlite" in line and ".recover" in line and "config.yaml" in line
     assert (corrupt_run / "run.sqlite").read_bytes() == before
     assert sorted(p.name for p in corrupt_run.iterdir() if p.name.startswith("run.sqlite")) == ["run.sqlite"]
+
+
+@pytest.mark.parametrize("command", ["status", "report"])
+def test_a_candidate_row_edited_out_of_shape_is_one_line_too(capsys, tmp_path, command):
+    # The file is sound, one row is not: inspection builds the rows that pass its checks without
+    # validating them, and this one must not be among them.
+    config = RunConfig(name="edited", runs_dir=str(tmp_path / "runs"))
+    create_run(config).close()
+    db = sqlite3.connect(config.run_dir / "run.sqlite")
+    (seed,) = db.execute("SELECT id FROM candidates WHERE origin = 'seed'").fetchone()
+    db.execute("UPDATE candidates SET origin = 'llm' WHERE id = ?", (seed,))  # an LLM edit without a parent
+    db.commit()
+    db.close()
+    output = ["-o", tmp_path / "r.html"] if command == "report" else []
+    code, _, err = run_cli(capsys, command, config.run_dir, *output)
+    assert code == 1
+    line = one_error_line(err)
+    assert f"candidate row '{seed}' does not validate" in line and "config.yaml" in line
 
 
 def _qrsearch(*args: object) -> subprocess.CompletedProcess:

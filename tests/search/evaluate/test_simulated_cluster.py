@@ -42,10 +42,6 @@ def _node_id(manager_port: int) -> str:
     return next(n["NodeID"] for n in ray.nodes() if n["NodeManagerPort"] == manager_port and n["Alive"])
 
 
-# Its own pytest process (`pytest -m alone`, as .ci/run and the README run it): after
-# test_human_live in the same process, the driver's actors on the loopback nodes were never placed
-# (0 evaluations in 6 minutes); alone it passes.
-@pytest.mark.alone
 def test_a_simulated_search_on_two_nodes_survives_losing_one_and_resumes(tmp_path, monkeypatch):
     import search.engine.loop as loop_module
     from search.evaluate.simulated.loopback import LoopbackCluster
@@ -117,3 +113,23 @@ def test_launch_simulate_makes_a_dry_run_of_the_config():
     cluster = _with_overrides(default_config(cuda=True), **simulate_overrides(8, "auto"))
     assert cluster.evaluation.device == "simulated" and cluster.ray.gpus == 8 and cluster.ray.fake_gpus == 0
     assert simulate_overrides(None, None) == {}
+
+
+def test_loopback_nodes_authenticate_as_the_process_that_connects_to_them(monkeypatch):
+    # A local ray.init() turns token authentication on for the rest of its process (it sets
+    # RAY_AUTH_MODE=token): a driver in token mode refuses the calls of workers started without it,
+    # and its actors on the loopback nodes were never created.
+    import shutil
+
+    from search.evaluate.simulated.loopback import LoopbackCluster
+
+    cluster = LoopbackCluster()
+    try:
+        monkeypatch.setenv("RAY_AUTH_MODE", "token")
+        monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+        env = cluster._env()
+        assert env["RAY_AUTH_MODE"] == "token" and "RAY_ADDRESS" not in env
+        monkeypatch.delenv("RAY_AUTH_MODE")
+        assert cluster._env()["RAY_AUTH_MODE"] == "disabled"  # a head would turn it on by itself
+    finally:
+        shutil.rmtree(cluster.temp, ignore_errors=True)
