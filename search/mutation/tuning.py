@@ -19,7 +19,6 @@ and an ask that never became a candidate with the next of those.
 
 from __future__ import annotations
 
-
 import logging
 import random
 import warnings
@@ -28,13 +27,14 @@ from pathlib import Path
 from typing import AbstractSet, Any, Callable, Mapping
 
 import optuna
-from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.distributions import BaseDistribution
 from optuna.storages import JournalStorage
 from optuna.trial import FrozenTrial, TrialState
 from pydantic import ValidationError
 
-from kernels.params import Choice, FloatRange, IntRange, ParamSpace
+from kernels.params import ParamSpace
 from search.mutation.journal import BufferedJournal
+from search.mutation.samplers import distributions, sampler_for
 
 optuna.logging.set_verbosity(logging.WARNING)
 
@@ -56,48 +56,6 @@ class KnownOutcome:
 
     finished: bool
     value: float | None  # the fitness when verified; None for a failure or while unfinished
-
-
-def distributions(space: type[ParamSpace]) -> dict[str, BaseDistribution]:
-    dists: dict[str, BaseDistribution] = {}
-    for name, dim in space.dimensions().items():
-        if isinstance(dim, Choice):
-            dists[name] = CategoricalDistribution(list(dim.values))
-        elif isinstance(dim, IntRange):
-            if dim.log and dim.step != 1:  # Optuna's log scale has no step: list the values instead
-                dists[name] = CategoricalDistribution(list(range(dim.low, dim.high + 1, dim.step)))
-            else:
-                dists[name] = IntDistribution(dim.low, dim.high, step=dim.step, log=dim.log)
-        elif isinstance(dim, FloatRange):
-            dists[name] = FloatDistribution(dim.low, dim.high, log=dim.log)
-    return dists
-
-
-class SteadySpaceTPE(optuna.samplers.TPESampler):
-    """Multivariate TPE for a study whose every trial is asked in the same distributions (the
-    tuner asks each study in its family's space, a new space being a new study).  Optuna works
-    out the intersection of the trials' spaces at each ask, re-reading every trial since the
-    oldest one still running: with hundreds of candidates in flight that was a third of an ask.
-    Here it is worked out until it is not empty, then kept: later trials, in the same
-    distributions, cannot change it."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._steady: dict[str, BaseDistribution] = {}
-
-    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
-        if not self._steady:
-            self._steady = super().infer_relative_search_space(study, trial)
-        return dict(self._steady)
-
-
-def _sampler(kind: str, seed: int) -> optuna.samplers.BaseSampler:
-    if kind == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    if kind == "cmaes":
-        # CMA-ES handles the numeric knobs; categoricals fall back to independent random sampling.
-        return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
-    return SteadySpaceTPE(seed=seed, multivariate=True, constant_liar=True)
 
 
 @dataclass(frozen=True)
@@ -154,7 +112,7 @@ class Tuner:
             # Seed per study, so two studies do not walk in lockstep and a resume samples the same way.
             sampler_seed = (self.seed * 1_000_003 + sum(map(ord, name))) % (2**31)
             study = optuna.create_study(study_name=name, storage=self.storage, direction="minimize",
-                                        sampler=_sampler(self.sampler_kind, sampler_seed), load_if_exists=True)
+                                        sampler=sampler_for(self.sampler_kind, sampler_seed), load_if_exists=True)
             study.set_user_attr(STUDY_ATTR_FAMILY, family)
             study.set_user_attr(STUDY_ATTR_FINGERPRINT, fingerprint)
             if study.metric_names != [METRIC_NAME]:  # optuna-dashboard shows it instead of "Objective 0"

@@ -121,7 +121,7 @@ def _lookahead_compiled(params: dict) -> tuple[int, int]:
 
 
 def _most_demanding_accepted(space, seed: int, need) -> dict:
-    from search.mutation.tuning import distributions
+    from search.mutation.samplers import distributions
 
     rng = random.Random(seed)
     choices = distributions(space)

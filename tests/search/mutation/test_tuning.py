@@ -7,7 +7,7 @@ from pydantic import model_validator
 
 from kernels.params import Choice, IntRange, ParamSpace
 from search.mutation.tuning import (TRIAL_ATTR_CANDIDATE, TRIAL_ATTR_DUPLICATE, TRIAL_ATTR_LOST, TRIAL_ATTR_SKIPPED,
-                           KnownOutcome, Tuner, TunerExhausted, distributions)
+                           KnownOutcome, Tuner, TunerExhausted)
 
 
 class Space(ParamSpace):
@@ -24,14 +24,6 @@ class Space(ParamSpace):
 
 
 DEFAULTS = Space().as_params()
-
-
-def test_distributions_mirror_the_space():
-    d = distributions(Space)
-    assert d["block"].choices == (16, 32, 64)
-    assert d["warps"].choices == (2, 4, 6, 8)  # log + step is not an Optuna int: listed
-    assert (d["stages"].low, d["stages"].high) == (1, 4)
-    assert d["precision"].choices == ("ieee", "tf32x3")
 
 
 def test_parent_point_is_told_with_its_value_then_only_new_valid_points(tmp_path):
@@ -178,25 +170,6 @@ def test_the_journal_is_written_in_batches_in_optunas_own_format(tmp_path):
     again.bind(q, "c2")
     asked = [t for t in Tuner(path).study("fam", "fp").get_trials() if TRIAL_ATTR_DUPLICATE not in t.user_attrs]
     assert [t.user_attrs.get("candidate_id") for t in asked] == ["c1", "c2"]
-
-
-def test_steady_space_tpe_asks_what_optunas_tpe_asks():
-    from search.mutation.tuning import SteadySpaceTPE, distributions
-
-    dists = distributions(Space)
-
-    def asks(sampler) -> list[dict]:
-        study = optuna.create_study(sampler=sampler)
-        out = []
-        for i in range(30):
-            trial = study.ask(dists)
-            out.append(dict(trial.params))
-            if i % 3 != 2:  # a third stay running, as candidates in flight do
-                study.tell(trial, float(sum((k + 1) * len(repr(v)) for k, v in enumerate(sorted(trial.params.values(), key=repr)))))
-        return out
-
-    kwargs = dict(seed=11, multivariate=True, constant_liar=True, n_startup_trials=5)
-    assert asks(SteadySpaceTPE(**kwargs)) == asks(optuna.samplers.TPESampler(**kwargs))
 
 
 def test_every_study_names_its_metric_for_the_dashboard(tmp_path):
