@@ -143,15 +143,15 @@ JSON_FLAG = typer.Option(False, "--json", help="print the report as JSON instead
 
 def verify_command(
     file: Path = typer.Argument(..., help="candidate file defining custom_kernel(A) -> (H, tau)"),
-    suite: Optional[str] = typer.Option(None, metavar="SUITE", help="suite name (default: qrv2-tests on a GPU, "
+    suite: Optional[str] = typer.Option(None, "--suite", metavar="SUITE", help="suite name (default: qrv2-tests on a GPU, "
                                         "smoke on CPU)"),
-    timeout: float = typer.Option(DEFAULT_LIMITS.case_timeout_s, metavar="SECONDS", callback=positive,
+    timeout: float = typer.Option(DEFAULT_LIMITS.case_timeout_s, "--timeout", metavar="SECONDS", callback=positive,
                                   help="seconds allowed per case (compile included)"),
     as_json: bool = JSON_FLAG,
     json_out: Optional[Path] = typer.Option(None, "--json-out", metavar="PATH", help="also write the report as "
                                             "JSON to this file"),
     keep_going: bool = typer.Option(False, "--keep-going", help="after a crash or hang, run the remaining cases"),
-    device: Device = typer.Option(Device.auto, help="where it runs (auto: CUDA if present, else the CPU)"),
+    device: Device = typer.Option(Device.auto, "--device", help="where it runs (auto: CUDA if present, else the CPU)"),
 ) -> None:
     """Check a candidate's outputs on every case of a suite (exit 0 iff all pass)."""
     where = usable_device(device)
@@ -168,20 +168,20 @@ def verify_command(
 
 def bench_command(
     files: list[Path] = typer.Argument(..., help="candidate file(s) defining custom_kernel(A) -> (H, tau)"),
-    suite: Optional[str] = typer.Option(None, metavar="SUITE", help="suite name (default: qrv2-bench on a GPU, "
+    suite: Optional[str] = typer.Option(None, "--suite", metavar="SUITE", help="suite name (default: qrv2-bench on a GPU, "
                                         "smoke-bench on CPU)"),
-    timeout: float = typer.Option(DEFAULT_LIMITS.case_timeout_s, metavar="SECONDS", callback=positive,
+    timeout: float = typer.Option(DEFAULT_LIMITS.case_timeout_s, "--timeout", metavar="SECONDS", callback=positive,
                                   help="seconds allowed per case (compile and timing included)"),
     as_json: bool = JSON_FLAG,
     json_out: Optional[Path] = typer.Option(None, "--json-out", metavar="PATH", help="also write the report(s) "
                                             "as JSON to this file"),
     keep_going: bool = typer.Option(False, "--keep-going", help="after a crash or hang, run the remaining cases"),
     profile: bool = typer.Option(False, "--profile", help="add a torch.profiler summary per case"),
-    baseline: bool = typer.Option(True, help="time torch.geqrf in the same run for speedups"),
+    baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="time torch.geqrf in the same run for speedups"),
     baseline_json: Optional[Path] = typer.Option(
-        None, metavar="PATH", help="reuse torch.geqrf timings from an earlier --json-out of this suite on this "
+        None, "--baseline-json", metavar="PATH", help="reuse torch.geqrf timings from an earlier --json-out of this suite on this "
         "device"),
-    device: Device = typer.Option(Device.auto, help="where it runs (auto: CUDA if present, else the CPU)"),
+    device: Device = typer.Option(Device.auto, "--device", help="where it runs (auto: CUDA if present, else the CPU)"),
     cases: Optional[str] = typer.Option(None, "--cases", metavar="CASE[,CASE...]", help="only these cases of the "
                                         "suite (e.g. a family's domain as the search timed it)"),
     cpus: Optional[str] = typer.Option(None, "--cpus", metavar="CPUS", callback=cpu_set,

@@ -135,7 +135,7 @@ def lineage_command(
     depth: Optional[int] = typer.Option(None, "--depth", "-d", metavar="N", min=0,
                                         help="show this many levels (then a summary)"),
     fmt: LineageFormat = typer.Option(LineageFormat.tree, "--format", help="a tree, JSON or Graphviz DOT"),
-    collapse: int = typer.Option(2, metavar="K", help="fold runs of this many failed leaves into one line "
+    collapse: int = typer.Option(2, "--collapse", metavar="K", help="fold runs of this many failed leaves into one line "
                                  "(0: never)", min=0),
 ) -> None:
     """The family trees (origin/operator, state, speedup, champions marked ★), or the ancestry of one candidate."""

@@ -70,30 +70,30 @@ OPTION_OF = {"name": "--name", "runs_dir": "--runs-dir", "llm.base_url": "--llm-
 def launch_command(
     config_path: Optional[Path] = typer.Option(None, "--config", metavar="YAML",
                                                help="run config (default: the embedded one; see docs/config.md)"),
-    name: Optional[str] = typer.Option(None, metavar="NAME", help="run name; the run writes <runs-dir>/<name>/ "
+    name: Optional[str] = typer.Option(None, "--name", metavar="NAME", help="run name; the run writes <runs-dir>/<name>/ "
                                        "(default: the config's, or default-cpu/default-gpu and the time)"),
     runs_dir: Optional[Path] = typer.Option(None, "--runs-dir", metavar="DIR", help="where run directories go "
                                             "(default: the config's runs_dir, runs/ under the current directory)"),
-    address: Optional[str] = typer.Option(None, metavar="ADDRESS", help="Ray address of a cluster (default: "
+    address: Optional[str] = typer.Option(None, "--address", metavar="ADDRESS", help="Ray address of a cluster (default: "
                                           "local Ray)"),
-    llm_base_url: Optional[str] = typer.Option(None, metavar="URL", help="OpenAI-compatible endpoint, e.g. "
+    llm_base_url: Optional[str] = typer.Option(None, "--llm-base-url", metavar="URL", help="OpenAI-compatible endpoint, e.g. "
                                                "http://localhost:8000/v1 (with --llm-model)"),
-    llm_model: Optional[list[str]] = typer.Option(None, metavar="NAME", help="LLM model name (repeat for several; "
+    llm_model: Optional[list[str]] = typer.Option(None, "--llm-model", metavar="NAME", help="LLM model name (repeat for several; "
                                                   "with --llm-base-url)"),
-    max_evals: Optional[int] = typer.Option(None, metavar="N", callback=positive,
+    max_evals: Optional[int] = typer.Option(None, "--max-evals", metavar="N", callback=positive,
                                             help="stop after this many evaluations"),
-    max_minutes: Optional[float] = typer.Option(None, metavar="MINUTES", callback=positive,
+    max_minutes: Optional[float] = typer.Option(None, "--max-minutes", metavar="MINUTES", callback=positive,
                                                 help="stop after this many minutes"),
-    gpus: Optional[int] = typer.Option(None, metavar="N", callback=non_negative,
+    gpus: Optional[int] = typer.Option(None, "--gpus", metavar="N", callback=non_negative,
                                        help="use at most this many GPUs (default: all Ray sees)"),
-    focus: Optional[str] = typer.Option(None, metavar="CASE[,CASE...]",
+    focus: Optional[str] = typer.Option(None, "--focus", metavar="CASE[,CASE...]",
                                         help="the fitness is these bench cases' geomean"),
-    target: Optional[float] = typer.Option(None, metavar="PCT", callback=positive,
+    target: Optional[float] = typer.Option(None, "--target", metavar="PCT", callback=positive,
                                            help="with --focus: stop once the focus is PCT% faster"),
-    max_regression: Optional[float] = typer.Option(None, metavar="PCT", callback=non_negative,
+    max_regression: Optional[float] = typer.Option(None, "--max-regression", metavar="PCT", callback=non_negative,
                                                    help="with --focus: other cases may get at most PCT% "
                                                    "slower than the family champion at the start (default 2)"),
-    simulate: Optional[int] = typer.Option(None, callback=positive, metavar="GPUS",
+    simulate: Optional[int] = typer.Option(None, "--simulate", callback=positive, metavar="GPUS",
                                            help="a dry run on GPUS simulated GPUs (declared to local Ray; with "
                                            "--address, at most GPUS of those the cluster declares): the real driver, "
                                            "the GPU work simulated (simulation: in the config)"),
@@ -184,10 +184,10 @@ def _cuda_here() -> bool:
 
 def resume_command(
     run_dir: Path = RUN_ARG,
-    max_evals: Optional[int] = typer.Option(None, metavar="N", callback=positive, help="this many more evaluations"),
-    max_minutes: Optional[float] = typer.Option(None, metavar="MINUTES", callback=positive,
+    max_evals: Optional[int] = typer.Option(None, "--max-evals", metavar="N", callback=positive, help="this many more evaluations"),
+    max_minutes: Optional[float] = typer.Option(None, "--max-minutes", metavar="MINUTES", callback=positive,
                                                 help="stop after this many minutes"),
-    address: Optional[str] = typer.Option(None, metavar="ADDRESS", help="Ray address of a cluster (default: "
+    address: Optional[str] = typer.Option(None, "--address", metavar="ADDRESS", help="Ray address of a cluster (default: "
                                           "local Ray)"),
 ) -> None:
     """Continue a stopped or killed run where it stopped (in-flight work is queued again)."""
