@@ -84,8 +84,8 @@ where the panels fill the GPU, it does not pay (kernels/BENCHMARKS.md#lookahead-
 call still launches one graph on the caller's stream, and the second stream's branch joins inside
 it; without a graph a call stays on the caller's stream and the blocks do not look ahead.
 
-Above PARAMS["max_n"] (or without CUDA) the file calls torch.geqrf.  The build is cached by a hash of the source and target
-in TORCH_EXTENSIONS_DIR (first call on a new source: about a minute of nvcc).
+Above PARAMS["max_n"] (or without CUDA) the file calls torch.geqrf.  The build is cached by a hash of
+the source and target in TORCH_EXTENSIONS_DIR (first call on a new source: about a minute of nvcc).
 
 Meant for moderate and large n with enough matrices to fill the GPU (640x512, 60x1024) and for
 the tall cases (8x2048, 2x4096).  Where a 640x512 call's device time goes: the Triton bf16x3
@@ -223,7 +223,7 @@ SPACE = {
     # columns updated first (one block of lookahead): the panels' serial chain then overlaps the
     # wide updates.  Per size class: n ≤ 512 (where graph_le384 or graph capture), 512 < n ≤ 1024,
     # ≤ 2048, above.  lookahead_programs caps the side update's Triton grid at that many programs
-    # per SM the panels leave free (batch - SMs), each walking several tiles, so the next panel
+    # per SM the panels leave free (SMs - batch), each walking several tiles, so the next panel
     # kernel is not queued behind a full grid of update programs (0: a program per tile).
     "lookahead_le512": [False, True],
     "lookahead_le1024": [False, True],
@@ -1479,22 +1479,20 @@ def _factor(H: torch.Tensor, tau: torch.Tensor, A: torch.Tensor | None = None, s
         if k + width >= n:
             break
         v_k, t_k = vt[:, :width, :n - k], t[:, :width, :width]
-        if not ahead:
-            rest = slice(k + width, n)
-            _apply(H[:, k:, rest], v_k, t_k, None if source is H else source[:, k:, rest], ext)
-            source = H
-            continue
         after = k + width
-        nxt = min(block, n - after)
-        cols = slice(after, after + nxt)
-        _apply(H[:, k:, cols], v_k, t_k, None if source is H else source[:, k:, cols], ext)
-        if after + nxt < n:
-            rest = slice(after + nxt, n)
-            src = None if source is H else source[:, k:, rest]
-            streams.beside(lambda c=H[:, k:, rest], v=v_k, tt=t_k, s=src: _apply(c, v, tt, s, ext, programs))
-        vt2, t2 = buffers[(i + 1) % len(buffers)]
-        _block(ext, H, H, tau, vt2, t2, after, nxt, nb, sms, work)
-        streams.join()
+        if not ahead:
+            _apply(H[:, k:, after:], v_k, t_k, None if source is H else source[:, k:, after:], ext)
+        else:
+            nxt = min(block, n - after)
+            cols = slice(after, after + nxt)
+            _apply(H[:, k:, cols], v_k, t_k, None if source is H else source[:, k:, cols], ext)
+            if after + nxt < n:
+                rest = slice(after + nxt, n)
+                src = None if source is H else source[:, k:, rest]
+                streams.beside(lambda c=H[:, k:, rest], v=v_k, tt=t_k, s=src: _apply(c, v, tt, s, ext, programs))
+            vt2, t2 = buffers[(i + 1) % len(buffers)]
+            _block(ext, H, H, tau, vt2, t2, after, nxt, nb, sms, work)
+            streams.join()
         source = H
 
 
