@@ -72,6 +72,18 @@ rows and C -= V·(TᵀW) by row chunks, in exact FP32 on the CUDA cores (narrow_
 kernels/BENCHMARKS.md#tall-cholesky-qr-leaves).  Above n = 1024 the factorisation is a few thousand
 launches, so it is replayed as a CUDA graph (PARAMS["graph_gt1024"]).
 
+A leaf can also run as one launch (PARAMS cholqr_fused): each block keeps its chunk of rows in shared
+memory from the first Gram to V, meets its matrix's other blocks through a counter in global memory
+after each Gram, and the 32x32 factors (both Choleskys, the inverses, the signed LU, T) are computed
+by warp 0 of every block, bit for bit alike, with lane j owning column j (no block barrier a step).
+Blocks take their matrix and chunk from a ticket in start order, so a matrix waits only for blocks
+that have started; the host takes the six launches where a matrix's chunks could not all be
+resident, and a wait of seconds traps instead of hanging.  A split narrow update can run the same way
+(PARAMS narrow_fused): each block adds its 64 rows' part of VᵀC into W, meets the others, and applies
+V·(TᵀW) to its rows, one launch instead of four; only on the main stream, so that two kernels whose
+blocks wait for each other never share the GPU.  The tests run both kernels on CPU threads
+(tests/kernels/host_emulation.h).
+
 Inside a captured graph the blocks look one ahead (PARAMS lookahead_*): block j first updates only
 the columns of block j+1, then its update of the rest runs on a second stream of the capture beside
 the factorisation of block j+1 (the two touch different columns of H, and each block has its own Vᵀ
@@ -133,9 +145,13 @@ PARAMS = {
     'panel_le1024': 'householder',
     'panel_gt1024': 'cholqr2',
     'cholqr_min_rows': 256,
+    'cholqr_fused': False,
     'cross_min_rows': 1024,
     'narrow_gt1024': 'split',
     'narrow_cols_gt1024': 256,
+    'narrow_fused': False,
+    'merge_fused': False,
+    'skip_zero_columns': False,
     'lookahead_le512': False,
     'lookahead_le1024': True,
     'lookahead_le2048': False,
@@ -211,6 +227,9 @@ SPACE = {
     "panel_le1024": ["householder", "cholqr2"],
     "panel_gt1024": ["householder", "cholqr2"],
     "cholqr_min_rows": [64, 128, 256, 512, 1024],
+    # A leaf in one launch (each block keeps its rows from the first Gram to V and meets its matrix's
+    # other blocks after each Gram, the 32x32 factors on one warp of every block) or in six.
+    "cholqr_fused": [False, True],
     "cross_min_rows": [256, 512, 1024, 4096],
     # Updates of at most narrow_cols_gt1024 columns above n = 1024 (inside a block, and the last
     # ones): "split" computes VᵀC split over the rows and C -= V·(TᵀW) by row chunks in exact FP32 on
@@ -218,6 +237,16 @@ SPACE = {
     # for these long, thin products), "tf32" the Triton kernel (a program per column tile).
     "narrow_gt1024": ["split", "fp32", "tf32"],
     "narrow_cols_gt1024": [0, 128, 256, 512],
+    # The split narrow update in one launch (each block owns 64 rows, adds its part of VᵀC, meets its
+    # matrix's other blocks and applies V·(TᵀW) to its rows) or in four; on the main stream only.
+    "narrow_fused": [False, True],
+    # A block merge's T12 = -T1·(V1ᵀV2)·T2 in one launch (the last block to add its rows' part of
+    # V1ᵀV2 computes T12) or in four, where the split product would take it (cross_min_rows).
+    "merge_fused": [False, True],
+    # Per matrix, the columns after its last nonzero one (a rank-deficient input's zero trailing
+    # columns) are zero under every reflector: the Triton updates skip their tiles (a scan of the
+    # input first, which stops at each row's last nonzero element: a dense matrix costs its last column).
+    "skip_zero_columns": [False, True],
     # Inside a captured graph (graph_*), the update of the rest of the matrix by block j runs on a
     # second stream of the capture beside the factorisation of block j+1, which needs only its own
     # columns updated first (one block of lookahead): the panels' serial chain then overlaps the
@@ -266,9 +295,9 @@ def _mma(a, b, acc, PREC: tl.constexpr):
 
 
 @triton.jit
-def _apply_kernel(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, col_tiles, tiles,
+def _apply_kernel(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, col_tiles, tiles, LIVE, col0,
                   KP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
-                  PREC: tl.constexpr, PERSIST: tl.constexpr):
+                  PREC: tl.constexpr, PERSIST: tl.constexpr, SKIP: tl.constexpr, COPY: tl.constexpr):
     """C <- (I - V T Vᵀ)ᵀ S for every matrix: a program per column tile of one matrix, or (PERSIST)
     fewer programs, each taking every grid-th tile of the tiles numbered matrix by matrix."""
     # Tiles of one matrix are neighbours in launch order, so its Vᵀ (read by every tile, twice)
@@ -276,27 +305,36 @@ def _apply_kernel(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, c
     if PERSIST:
         for tile in range(tl.program_id(0), tiles, tl.num_programs(0)):
             _apply_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, tile % col_tiles,
-                        (tile // col_tiles).to(tl.int64), KP, BM, BN, STAGES, PREC)
+                        (tile // col_tiles).to(tl.int64), LIVE, col0, KP, BM, BN, STAGES, PREC, SKIP, COPY)
     else:
         _apply_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, tl.program_id(0),
-                    tl.program_id(1).to(tl.int64), KP, BM, BN, STAGES, PREC)
+                    tl.program_id(1).to(tl.int64), LIVE, col0, KP, BM, BN, STAGES, PREC, SKIP, COPY)
 
 
 @triton.jit
-def _apply_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, j, b,
+def _apply_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, j, b, LIVE, col0,
                 KP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
-                PREC: tl.constexpr):
+                PREC: tl.constexpr, SKIP: tl.constexpr, COPY: tl.constexpr):
     """Matrix b's columns j·BN.. of C (m rows, scr apart, unit column stride) <- (I - V T Vᵀ)ᵀ S,
     with VT = Vᵀ (width x m, rows svr apart) and T (width x width, rows str_ apart); S is C, or the
-    input laid out as C where C does not hold it yet."""
+    input laid out as C where C does not hold it yet (COPY).  With SKIP, a tile whose columns (C's
+    column 0 is the matrix's col0) all lie at or past LIVE[b], the matrix's columns that may be
+    nonzero, is zero and stays zero under any reflector: it is not read, and written (as zeros,
+    the input's copy) only with COPY."""
     cols = j * BN + tl.arange(0, BN)
     ks = tl.arange(0, KP)
     c_ptr = C + b * scb
     s_ptr = S + b * scb
     v_ptr = VT + b * svb
     kmask = ks < width
+    m_read = m  # rows the first pass reads, and the second with COPY
+    m_write = m
+    if SKIP:
+        dead = col0 + j * BN >= tl.load(LIVE + b)
+        m_read = tl.where(dead, 0, m)
+        m_write = m if COPY else m_read
     W = tl.zeros([KP, BN], dtype=tl.float32)
-    for r0 in tl.range(0, m, BM, num_stages=STAGES):
+    for r0 in tl.range(0, m_read, BM, num_stages=STAGES):
         rows = r0 + tl.arange(0, BM)
         cm = (rows[:, None] < m) & (cols[None, :] < ncols)
         c = tl.load(s_ptr + rows[:, None] * scr + cols[None, :], mask=cm, other=0.0)
@@ -304,7 +342,7 @@ def _apply_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, j, 
         W = _mma(vt, c, W, PREC)
     tt = tl.load(T + b * stb + ks[None, :] * str_ + ks[:, None], mask=kmask[:, None] & kmask[None, :], other=0.0)
     W2 = -_mma(tt, W, tl.zeros([KP, BN], dtype=tl.float32), PREC)  # -(Tᵀ W)
-    for r0 in tl.range(0, m, BM, num_stages=STAGES):
+    for r0 in tl.range(0, m_write, BM, num_stages=STAGES):
         rows = r0 + tl.arange(0, BM)
         cm = (rows[:, None] < m) & (cols[None, :] < ncols)
         c = tl.load(s_ptr + rows[:, None] * scr + cols[None, :], mask=cm, other=0.0)
@@ -975,28 +1013,38 @@ __global__ void __launch_bounds__(256) apply_rows_kernel(const float* S, float* 
     }
 }
 
-// A flagged matrix's panel factored column by column (LAPACK conventions, float64 sums), one
-// block of 1024 threads per matrix, in H through the L2; the others return at once.
-__global__ void __launch_bounds__(1024) cholqr_fallback_kernel(const float* S, float* H, float* TAU, float* VT,
-                                                               float* T, int n, int k, int w, long long vstride,
-                                                               long long tstride, int ldt, const int* flags) {
-    const int b = blockIdx.x, tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
-    if (!flags[b]) return;
-    __shared__ double part[32];
-    __shared__ float taus[QB];
-    __shared__ float coef[2];  // tau, 1 / (alpha - beta)
-    __shared__ double g[QB][QL];
+// Matrix b's panel factored column by column (LAPACK conventions, float64 sums) by the NT threads of
+// one block, in H through the L2: the path of a panel Cholesky QR cannot take.  Not inlined: the
+// fused leaf's registers are capped for two blocks an SM, and this cold path inlined there spilled
+// 40 bytes on its hot path (16 at the call).
+// scratch: the block's shared ColumnScratch.
+struct ColumnScratch {
+    double g[QB][QL];
+    double part[32];
+    float taus[QB];
+    float coef[2];  // tau, 1 / (alpha - beta)
+};
+
+template <int NT>
+__device__ __noinline__ void column_panel(const float* S, float* H, float* TAU, float* VT, float* T, int n, int k, int w,
+                             long long vstride, long long tstride, int ldt, int b, ColumnScratch& scratch) {
+    constexpr int NW = NT / 32;
+    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    double* part = scratch.part;
+    float* taus = scratch.taus;
+    float* coef = scratch.coef;
+    double(*g)[QL] = scratch.g;
     const int m = n - k;
     const size_t mat = (size_t)b * n * n;
     float* p = H + mat + (size_t)k * n + k;
     if (S != H) {
         const float* src = S + mat + (size_t)k * n + k;
-        for (int e = tid; e < m * w; e += 1024) p[(size_t)(e / w) * n + e % w] = src[(size_t)(e / w) * n + e % w];
+        for (int e = tid; e < m * w; e += NT) p[(size_t)(e / w) * n + e % w] = src[(size_t)(e / w) * n + e % w];
         __syncthreads();
     }
     for (int c = 0; c < w; ++c) {
         double s = 0.0;
-        for (int i = c + 1 + tid; i < m; i += 1024) {
+        for (int i = c + 1 + tid; i < m; i += NT) {
             const double y = p[(size_t)i * n + c];
             s = fma(y, y, s);
         }
@@ -1005,7 +1053,7 @@ __global__ void __launch_bounds__(1024) cholqr_fallback_kernel(const float* S, f
         __syncthreads();
         if (tid == 0) {
             double tail2 = 0.0;
-            for (int q = 0; q < 32; ++q) tail2 += part[q];
+            for (int q = 0; q < NW; ++q) tail2 += part[q];
             const double alpha = p[(size_t)c * n + c];
             if (tail2 > 0.0) {
                 const double nrm = sqrt(alpha * alpha + tail2);
@@ -1022,9 +1070,9 @@ __global__ void __launch_bounds__(1024) cholqr_fallback_kernel(const float* S, f
         __syncthreads();
         const float tau = coef[0], scale = coef[1];
         if (tau != 0.f)
-            for (int i = c + 1 + tid; i < m; i += 1024) p[(size_t)i * n + c] *= scale;
+            for (int i = c + 1 + tid; i < m; i += NT) p[(size_t)i * n + c] *= scale;
         __syncthreads();
-        for (int j = c + 1 + wid; j < w && tau != 0.f; j += 32) {
+        for (int j = c + 1 + wid; j < w && tau != 0.f; j += NW) {
             double d = 0.0;
             for (int i = c + 1 + lane; i < m; i += 32) d = fma((double)p[(size_t)i * n + c], (double)p[(size_t)i * n + j], d);
             for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
@@ -1037,13 +1085,13 @@ __global__ void __launch_bounds__(1024) cholqr_fallback_kernel(const float* S, f
     }
     // Vᵀ, tau, then T from G = VᵀV by slarft's recurrence
     float* vt = VT + (size_t)b * vstride;
-    for (int e = tid; e < w * m; e += 1024) {
+    for (int e = tid; e < w * m; e += NT) {
         const int j = e / m, i = e % m;
         vt[(size_t)j * n + i] = i > j ? p[(size_t)i * n + j] : (i == j ? 1.f : 0.f);
     }
     if (tid < w) TAU[(size_t)b * n + k + tid] = taus[tid];
     __syncthreads();
-    for (int e = wid; e < w * w; e += 32) {
+    for (int e = wid; e < w * w; e += NW) {
         const int i = e / w, j = e % w;
         if (i >= j) continue;
         double d = 0.0;
@@ -1075,6 +1123,595 @@ __global__ void __launch_bounds__(1024) cholqr_fallback_kernel(const float* S, f
             t[(size_t)r * ldt + c] = (float)value;
         }
     }
+}
+
+// A flagged matrix's panel factored column by column, one block of 1024 threads per matrix; the
+// others return at once.
+__global__ void __launch_bounds__(1024) cholqr_fallback_kernel(const float* S, float* H, float* TAU, float* VT,
+                                                               float* T, int n, int k, int w, long long vstride,
+                                                               long long tstride, int ldt, const int* flags) {
+    if (!flags[blockIdx.x]) return;
+    __shared__ ColumnScratch scratch;
+    column_panel<1024>(S, H, TAU, VT, T, n, k, w, vstride, tstride, ldt, blockIdx.x, scratch);
+}
+
+// ---- The fused leaf: the whole Cholesky QR twice of a panel in one launch ----
+// Each block owns a chunk of GROWS rows of one matrix for the whole leaf and meets the matrix's other
+// blocks twice, after each Gram (a counter in global memory).  The 32x32 factors are then computed
+// by warp 0 of every block, redundantly and bit for bit alike (the same code on the same summed
+// Gram), so no block waits for another's small factors: the six launches of a leaf, with two
+// single-block kernels on its critical path, become one.  Blocks take their (matrix, chunk) from a
+// ticket in start order, so the blocks a matrix waits for have all started, whatever the hardware's
+// block order: only a matrix's chunks need to be resident at once, which the host checks.
+
+// One warp: lane j owns column j of the 32x32 float64 tiles below (rows QL apart in shared memory).
+
+// Upper Cholesky of g's w x w block in place (its upper triangle given); on return everything outside
+// R's upper triangle is zero.  False (on every lane alike) where a pivot is not above rel times its
+// column's original square norm.
+__device__ bool warp_cholesky(double (*g)[QL], int w, double rel) {
+    const int j = threadIdx.x & 31;
+    const double orig = j < w ? g[j][j] : 0.0;
+    for (int p = 0; p < w; ++p) {
+        const double d = g[p][p];
+        const double least = rel * __shfl_sync(FULL, orig, p);
+        if (!(d > least) || !isfinite(d)) return false;
+        const double rinv = rsqrt(d);
+        const double rpj = g[p][j] * rinv;  // j >= p: R's row p
+        __syncwarp();
+        if (j >= p && j < w) g[p][j] = j == p ? d * rinv : rpj;
+        __syncwarp();
+        if (j > p && j < w)
+            for (int i = p + 1; i <= j; ++i) g[i][j] = fma(-g[p][i], rpj, g[i][j]);
+        __syncwarp();
+    }
+    for (int i = 0; i < QB; ++i)
+        if (i > j || j >= w) g[i][j] = 0.0;
+    __syncwarp();
+    return true;
+}
+
+// x = u^-1 for the upper triangular w x w block of u (x zero elsewhere); lane j solves for column j,
+// so the sweep needs no exchange between lanes.  dinv: QB of scratch.
+__device__ void warp_upper_inverse(const double (*u)[QL], double (*x)[QL], double* dinv, int w) {
+    const int j = threadIdx.x & 31;
+    if (j < w) dinv[j] = 1.0 / u[j][j];
+    __syncwarp();
+    for (int i = QB - 1; i >= 0; --i) {
+        double v = 0.0;
+        if (j < w && i <= j) {
+            double s0 = i == j ? 1.0 : 0.0, s1 = 0.0;  // two chains: the sum's latency halved
+            int q = i + 1;
+            for (; q < j; q += 2) {
+                s0 = fma(-u[i][q], x[q][j], s0);
+                s1 = fma(-u[i][q + 1], x[q + 1][j], s1);
+            }
+            if (q == j) s0 = fma(-u[i][q], x[q][j], s0);
+            v = (s0 + s1) * dinv[i];
+        }
+        x[i][j] = v;
+    }
+    __syncwarp();
+}
+
+// Rows R0..R0+15 of c = a b (c must not alias a or b); with UPPER_A only a's upper triangle is read.
+// Half a column in registers: every product is an independent FMA, and the leaf kernel's two
+// blocks an SM keep their registers.
+template <bool UPPER_A, int R0>
+__device__ __forceinline__ void warp_product_rows(const double (*a)[QL], const double (*b)[QL], double (*c)[QL]) {
+    const int j = threadIdx.x & 31;
+    double acc[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) acc[i] = 0.0;
+#pragma unroll
+    for (int q = UPPER_A ? R0 : 0; q < QB; ++q) {
+        const double bq = b[q][j];
+#pragma unroll
+        for (int i = 0; i < 16; ++i)
+            if (!UPPER_A || R0 + i <= q) acc[i] = fma(a[R0 + i][q], bq, acc[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) c[R0 + i][j] = acc[i];
+}
+
+template <bool UPPER_A>
+__device__ void warp_product(const double (*a)[QL], const double (*b)[QL], double (*c)[QL]) {
+    warp_product_rows<UPPER_A, 0>(a, b, c);
+    warp_product_rows<UPPER_A, 16>(a, b, c);
+    __syncwarp();
+}
+
+// Q1 - S = L U in place, the signs S chosen per step so that |U_pp| >= 1 (Ballard et al.): a then
+// holds U on and above the diagonal and L's multipliers below it, sgn the signs.
+__device__ void warp_signed_lu(double (*a)[QL], double* sgn, int w) {
+    const int j = threadIdx.x & 31;
+    for (int p = 0; p < w; ++p) {
+        const double ap = a[p][p];
+        const double s = ap >= 0.0 ? -1.0 : 1.0;
+        const double inv = 1.0 / (ap - s);
+        if (j > p && j < w) {
+            const double apj = a[p][j];
+            for (int i = p + 1; i < w; ++i) a[i][j] = fma(-(a[i][p] * inv), apj, a[i][j]);
+        }
+        __syncwarp();
+        if (j == p) {
+            a[p][p] = ap - s;
+            sgn[p] = s;
+            for (int i = p + 1; i < w; ++i) a[i][p] *= inv;
+        }
+        __syncwarp();
+    }
+}
+
+// x = L^-1 for the unit lower triangular L whose multipliers are a's strictly lower part (x unit
+// lower, zero elsewhere); lane j solves for column j.
+__device__ void warp_unit_lower_inverse(const double (*a)[QL], double (*x)[QL], int w) {
+    const int j = threadIdx.x & 31;
+    for (int i = 0; i < QB; ++i) {
+        double v = 0.0;
+        if (j < w && i < w && i >= j) {
+            if (i == j) {
+                v = 1.0;
+            } else {
+                for (int q = j; q < i; ++q) v = fma(-a[i][q], x[q][j], v);
+            }
+        }
+        x[i][j] = v;
+    }
+    __syncwarp();
+}
+
+// The two hardware hooks of the fused leaf; the tests' host emulation (QR_HOST_EMULATION: CPU threads
+// for GPU threads) brings its own.
+#ifndef QR_HOST_EMULATION
+__device__ __forceinline__ int load_acquire(const int* p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ double* dynamic_shared() {
+    extern __shared__ double dynamic_smem[];
+    return dynamic_smem;
+}
+#endif
+
+// Every thread of the block has issued its part (atomics to a Gram); the block then counts itself
+// in and waits until all `expected` blocks of its matrix have.  A wait of seconds means a broken
+// launch (not all of a matrix's chunks resident): trap rather than hang the GPU.
+__device__ void arrive_and_wait(int* counter, int expected) {
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        atomicAdd(counter, 1);
+        for (long long spins = 0;; ++spins) {
+            if (load_acquire(counter) >= expected) break;
+            if (spins > (1LL << 24)) __trap();
+            __nanosleep(32);
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+// The partial Gram x_cᵀx_c of a chunk (GROWS x QB in shared memory) added into acc's upper
+// triangle; 256 threads, each a 2x2 tile.
+__device__ void add_chunk_gram(const double (*x)[QL], double* acc) {
+    const int tid = threadIdx.x, ti = tid >> 4, tj = tid & 15;
+    double g00 = 0.0, g01 = 0.0, g11 = 0.0;
+#pragma unroll 8
+    for (int r = 0; r < GROWS; ++r) {
+        const double a0 = x[r][ti], a1 = x[r][ti + 16], c0 = x[r][tj], c1 = x[r][tj + 16];
+        g00 = fma(a0, c0, g00);
+        g01 = fma(a0, c1, g01);
+        g11 = fma(a1, c1, g11);
+    }
+    if (ti <= tj) atomicAdd(acc + ti * QB + tj, g00);
+    atomicAdd(acc + ti * QB + tj + 16, g01);
+    if (ti <= tj) atomicAdd(acc + (ti + 16) * QB + tj + 16, g11);
+}
+
+// x = x f for the chunk in shared memory and f upper triangular (QB x QB); 256 threads.
+__device__ void chunk_times_upper(double (*x)[QL], const double (*f)[QL]) {
+    constexpr int PER = GROWS * QB / 256;
+    double y[PER];
+#pragma unroll
+    for (int u = 0; u < PER; ++u) {
+        const int e = threadIdx.x + 256 * u, r = e / QB, j = e % QB;
+        double s = 0.0;
+#pragma unroll 8
+        for (int q = 0; q < QB; ++q) s = fma(x[r][q], f[q][j], s);
+        y[u] = s;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int u = 0; u < PER; ++u) {
+        const int e = threadIdx.x + 256 * u;
+        x[e / QB][e % QB] = y[u];
+    }
+    __syncthreads();
+}
+
+// Warp 0 loads the summed Gram's upper w x w triangle (zero elsewhere) through the L2.
+__device__ void warp_load_gram(const double* acc, double (*g)[QL], int w) {
+    const int j = threadIdx.x & 31;
+    for (int i = 0; i < QB; ++i) g[i][j] = (i <= j && j < w) ? __ldcg(acc + i * QB + j) : 0.0;
+    __syncwarp();
+}
+
+constexpr int LEAF_THREADS = 256;
+constexpr int LEAF_TILES = 8;  // 32x32 float64 tiles besides the chunk
+
+// The fused leaf's shared memory past its float64 tiles: the fallback's scratch, then the ticket and a
+// flag the block shares.
+__host__ __device__ constexpr size_t leaf_tiles_bytes() {
+    return (size_t)(GROWS + LEAF_TILES * QB) * QL * sizeof(double) + 2 * QB * sizeof(double);
+}
+
+__host__ __device__ constexpr size_t leaf_smem_bytes() {
+    return leaf_tiles_bytes() + sizeof(ColumnScratch) + 2 * sizeof(double);
+}
+
+// acc: 2 x 1024 float64 a matrix (the two Grams), ctrl: [ticket, blocks done, then per matrix three
+// counters], all zero at the start and left zero at the end (the last block to finish resets them).
+__global__ void __launch_bounds__(LEAF_THREADS, 2) cholqr_leaf_kernel(const float* S, float* H, float* TAU, float* VT,
+                                                                   float* T, int n, int k, int w, long long vstride,
+                                                                   long long tstride, int ldt, int chunks,
+                                                                   double* acc, int* ctrl) {
+    double* smem = dynamic_shared();
+    double(*x)[QL] = reinterpret_cast<double(*)[QL]>(smem);  // the chunk: P, then P R1^-1, then V
+    double(*r1)[QL] = x + GROWS;      // Gram 1, then R1
+    double(*r1i)[QL] = r1 + QB;       // R1^-1, then N' = R2^-1 U^-1
+    double(*g)[QL] = r1i + QB;        // Gram 2, then R2
+    double(*r2i)[QL] = g + QB;        // R2^-1, then L^-1
+    double(*mm)[QL] = r2i + QB;       // M = R1^-1 R2^-1, then R = R2 R1
+    double(*p1)[QL] = mm + QB;        // P's top block
+    double(*a)[QL] = p1 + QB;         // Q1 = P1 M, then L and U
+    double(*ui)[QL] = a + QB;         // U^-1
+    double* dinv = reinterpret_cast<double*>(ui + QB);
+    double* sgn = dinv + QB;
+    ColumnScratch& scratch = *reinterpret_cast<ColumnScratch*>(smem + leaf_tiles_bytes() / sizeof(double));
+    volatile int* shared_ints = reinterpret_cast<int*>(smem + (leaf_tiles_bytes() + sizeof(ColumnScratch)) / sizeof(double));
+    volatile int& ticket = shared_ints[0];
+    volatile int& state = shared_ints[1];
+    const int tid = threadIdx.x, warp = tid >> 5, j = tid & 31;
+    if (tid == 0) ticket = atomicAdd(ctrl, 1);
+    __syncthreads();
+    const int b = ticket / chunks, r0 = (ticket % chunks) * GROWS, m = n - k;
+    int* count = ctrl + 2 + 3 * b;
+    double* gram1 = acc + (size_t)b * 2 * QB * QB;
+    double* gram2 = gram1 + QB * QB;
+    const size_t mat = (size_t)b * n * n;
+    const float* src = S + mat + (size_t)k * n + k;
+    // P1 is read now: block 0 of the matrix writes H's top rows once every block has passed the second Gram
+    for (int e = tid; e < GROWS * QB; e += LEAF_THREADS) {
+        const int r = e / QB, q = e % QB;
+        x[r][q] = (r0 + r < m && q < w) ? (double)src[(size_t)(r0 + r) * n + q] : 0.0;
+        if (r < QB) p1[r][q] = (r < w && q < w) ? (double)src[(size_t)r * n + q] : 0.0;
+    }
+    __syncthreads();
+    add_chunk_gram(x, gram1);
+    arrive_and_wait(count, chunks);
+    if (warp == 0) {
+        warp_load_gram(gram1, r1, w);
+        const bool good = warp_cholesky(r1, w, 1e-12);
+        if (good) warp_upper_inverse(r1, r1i, dinv, w);
+        if (j == 0) state = good;
+    }
+    __syncthreads();
+    bool good = state;
+    if (good) {
+        chunk_times_upper(x, r1i);  // Q1's rows of the first pass
+        add_chunk_gram(x, gram2);
+        arrive_and_wait(count + 1, chunks);
+        if (warp == 0) {
+            warp_load_gram(gram2, g, w);
+            // Q1 must be nearly orthonormal for the second pass to finish the job
+            bool far = false;
+            for (int i = 0; i <= j && j < w; ++i) far |= !(fabs(g[i][j] - (i == j ? 1.0 : 0.0)) <= 0.1);
+            bool ok = !__any_sync(FULL, far) && warp_cholesky(g, w, 0.5);
+            if (ok) {
+                warp_upper_inverse(g, r2i, dinv, w);
+                warp_product<true>(r1i, r2i, mm);   // M
+                warp_product<false>(p1, mm, a);     // Q's top block P1 M
+                warp_signed_lu(a, sgn, w);
+                warp_upper_inverse(a, ui, dinv, w);
+                warp_product<true>(r2i, ui, r1i);   // N' = R2^-1 U^-1: V2 = (P2 R1^-1) N'
+            }
+            if (j == 0) state = ok;
+        }
+        __syncthreads();
+        good = state;
+    }
+    if (good) {
+        chunk_times_upper(x, r1i);
+        float* h = H + mat + (size_t)k * n + k;
+        for (int e = tid; e < GROWS * QB; e += LEAF_THREADS) {
+            const int r = e / QB, q = e % QB, row = r0 + r;
+            if (row >= w && row < m && q < w) h[(size_t)row * n + q] = (float)x[r][q];
+        }
+        float* vt = VT + (size_t)b * vstride;
+        for (int e = tid; e < GROWS * QB; e += LEAF_THREADS) {
+            const int q = e / GROWS, r = e % GROWS, row = r0 + r;
+            if (row >= w && row < m && q < w) vt[(size_t)q * n + row] = (float)x[r][q];
+        }
+        if (r0 == 0 && warp == 0) {  // the top block: H (S R on and above the diagonal, L below), tau, T, Vᵀ
+            warp_product<true>(g, r1, mm);           // R = R2 R1
+            warp_unit_lower_inverse(a, r2i, w);
+            float* t = T + (size_t)b * tstride;
+            for (int i = 0; i < w; ++i) {
+                double tij = 0.0;                    // T = -U S L^-T
+                for (int q = i; q <= j && j < w; ++q) tij = fma(a[i][q] * sgn[q], r2i[j][q], tij);
+                if (j < w) {
+                    h[(size_t)i * n + j] = (float)(i <= j ? sgn[i] * mm[i][j] : a[i][j]);
+                    t[(size_t)i * ldt + j] = i <= j ? (float)-tij : 0.f;
+                    vt[(size_t)j * n + i] = (float)(i > j ? a[i][j] : (i == j ? 1.0 : 0.0));
+                    if (i == j) TAU[(size_t)b * n + k + j] = (float)-tij;
+                }
+            }
+        }
+    } else if (r0 == 0) {
+        column_panel<LEAF_THREADS>(S, H, TAU, VT, T, n, k, w, vstride, tstride, ldt, b, scratch);
+    }
+    // The matrix's last block to finish zeroes its Grams and counters, the grid's last the tickets.
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) state = atomicAdd(count + 2, 1) == chunks - 1;
+    __syncthreads();
+    if (state) {
+        for (int e = tid; e < 2 * QB * QB; e += LEAF_THREADS) gram1[e] = 0.0;
+        if (tid < 3) count[tid] = 0;
+    }
+    if (tid == 0) {
+        __threadfence();
+        if (atomicAdd(ctrl + 1, 1) == (int)gridDim.x - 1) {
+            ctrl[0] = 0;
+            ctrl[1] = 0;
+        }
+    }
+}
+
+// ---- A narrow update in one launch ----
+// C = S - V·(Tᵀ·(Vᵀ S)) for the few columns of a tall matrix, V at most 64 wide: each block owns 64
+// rows of one matrix, adds its part of W = Vᵀ S into a float32 accumulator (atomics), meets the
+// matrix's other blocks as the fused leaf does, then applies V·(TᵀW) to its rows.  One launch where
+// the split path takes four (W zeroed, the split product, TᵀW, the row update), in the same exact
+// FP32 on the CUDA cores.  Tickets, the resident check and the trap as in the fused leaf.
+constexpr int NARROW_THREADS = 256;
+constexpr int NARROW_LD = 65;  // odd row stride of the 64x64 float tiles
+
+__host__ __device__ constexpr size_t narrow_smem_bytes() {
+    return (size_t)4 * 64 * NARROW_LD * sizeof(float) + 2 * sizeof(int);
+}
+
+// W: float32, batch x 64 x ldw (ldw >= ncols), zero, left zero; ctrl: 2 + 3 batch int32, zero, left zero.
+__global__ void __launch_bounds__(NARROW_THREADS) narrow_update_kernel(
+    const float* S, float* C, const float* VT, const float* T, int m, int ncols, int p, long long sc, int ldc,
+    long long sv, int vrow, long long st, int ldt, int chunks, float* W, int ldw, int* ctrl) {
+    float* smem = reinterpret_cast<float*>(dynamic_shared());
+    float(*v)[NARROW_LD] = reinterpret_cast<float(*)[NARROW_LD]>(smem);  // v[q][r]: V's row r0 + r, column q
+    float(*tile)[NARROW_LD] = v + 64;   // S's rows (first pass), then W's columns
+    float(*tt)[NARROW_LD] = tile + 64;  // T
+    float(*y)[NARROW_LD] = tt + 64;     // TᵀW
+    volatile int* shared_ints = reinterpret_cast<int*>(y + 64);
+    const int tid = threadIdx.x, ti = tid >> 4, tj = tid & 15;
+    if (tid == 0) shared_ints[0] = atomicAdd(ctrl, 1);
+    __syncthreads();
+    const int ticket = shared_ints[0];
+    const int b = ticket / chunks, r0 = (ticket % chunks) * 64;
+    int* count = ctrl + 2 + 3 * b;
+    float* wb = W + (size_t)b * 64 * ldw;
+    const float* sb = S + (size_t)b * sc;
+    float* cb = C + (size_t)b * sc;
+    const float* vb = VT + (size_t)b * sv;
+    for (int e = tid; e < 64 * 64; e += NARROW_THREADS) {
+        const int q = e / 64, r = e % 64;
+        v[q][r] = (q < p && r0 + r < m) ? vb[(size_t)q * vrow + r0 + r] : 0.f;
+    }
+    for (int c0 = 0; c0 < ncols; c0 += 64) {  // W += V_rowsᵀ S_rows, a 4x4 tile a thread
+        __syncthreads();
+        for (int e = tid; e < 64 * 64; e += NARROW_THREADS) {
+            const int r = e / 64, j = e % 64;
+            tile[r][j] = (r0 + r < m && c0 + j < ncols) ? sb[(size_t)(r0 + r) * ldc + c0 + j] : 0.f;
+        }
+        __syncthreads();
+        float acc[4][4] = {};
+#pragma unroll 4
+        for (int r = 0; r < 64; ++r) {
+            float a[4], c[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                a[u] = v[ti + 16 * u][r];
+                c[u] = tile[r][tj + 16 * u];
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u)
+#pragma unroll
+                for (int x = 0; x < 4; ++x) acc[u][x] = fmaf(a[u], c[x], acc[u][x]);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+#pragma unroll
+            for (int x = 0; x < 4; ++x) {
+                const int q = ti + 16 * u, j = c0 + tj + 16 * x;
+                if (q < p && j < ncols) atomicAdd(wb + (size_t)q * ldw + j, acc[u][x]);
+            }
+    }
+    arrive_and_wait(count, chunks);
+    for (int e = tid; e < 64 * 64; e += NARROW_THREADS) {
+        const int q = e / 64, i = e % 64;
+        tt[q][i] = (q < p && i < p) ? T[(size_t)b * st + (size_t)q * ldt + i] : 0.f;
+    }
+    for (int c0 = 0; c0 < ncols; c0 += 64) {
+        __syncthreads();
+        for (int e = tid; e < 64 * 64; e += NARROW_THREADS) {
+            const int q = e / 64, j = e % 64;
+            tile[q][j] = (q < p && c0 + j < ncols) ? __ldcg(wb + (size_t)q * ldw + c0 + j) : 0.f;
+        }
+        __syncthreads();
+        float acc[4][4] = {};  // Y = Tᵀ W
+#pragma unroll 4
+        for (int q = 0; q < 64; ++q) {
+            float a[4], c[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                a[u] = tt[q][ti + 16 * u];
+                c[u] = tile[q][tj + 16 * u];
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u)
+#pragma unroll
+                for (int x = 0; x < 4; ++x) acc[u][x] = fmaf(a[u], c[x], acc[u][x]);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+#pragma unroll
+            for (int x = 0; x < 4; ++x) y[ti + 16 * u][tj + 16 * x] = acc[u][x];
+        __syncthreads();
+        for (int e = tid; e < 64 * 64; e += NARROW_THREADS) {  // C = S - V Y on this block's rows
+            const int r = e / 64, j = e % 64, row = r0 + r, col = c0 + j;
+            if (row >= m || col >= ncols) continue;
+            float x = sb[(size_t)row * ldc + col];
+            for (int q = 0; q < p; ++q) x = fmaf(-v[q][r], y[q][j], x);
+            cb[(size_t)row * ldc + col] = x;
+        }
+    }
+    // The matrix's last block zeroes its W and counters, the grid's last the tickets.
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) shared_ints[1] = atomicAdd(count + 2, 1) == chunks - 1;
+    __syncthreads();
+    if (shared_ints[1]) {
+        for (int e = tid; e < 64 * ldw; e += NARROW_THREADS) wb[e] = 0.f;
+        if (tid < 3) count[tid] = 0;
+    }
+    if (tid == 0) {
+        __threadfence();
+        if (atomicAdd(ctrl + 1, 1) == (int)gridDim.x - 1) {
+            ctrl[0] = 0;
+            ctrl[1] = 0;
+        }
+    }
+}
+
+// ---- A block merge's T in one launch ----
+// T12 = -T1·(V1ᵀV2)·T2 for the two halves of a block (V1 w1 and V2 w2 rows of Vᵀ, at most 64 each,
+// over the positions both cover): each block adds its 64 positions' part of X = V1ᵀV2 into a float32
+// accumulator, and the last block of a matrix to finish (a counter, as CUDA's threadfence reduction)
+// computes T12 from the sum and zeroes X and its counter.  No block waits for another, so any
+// stream may launch it.  One launch where the split path takes four (X zeroed, the split product,
+// T1·X and ·T2 by cuBLAS), in the same FP32.
+constexpr int MERGE_THREADS = 256;
+
+__host__ __device__ constexpr size_t merge_smem_bytes() { return (size_t)3 * 64 * NARROW_LD * sizeof(float) + sizeof(int); }
+
+// v1: w1 rows (vrow apart) of len positions, v2: w2 rows; t1: T's top-left w1 x w1 block, t2 its
+// bottom-right, t12 its top-right (all rows ldt apart); X: float32 batch x 64 x 64, count: int32 batch,
+// both zero and left zero.
+__global__ void __launch_bounds__(MERGE_THREADS) merge_kernel(const float* V1, const float* V2, int w1, int w2,
+                                                              int len, long long sv, int vrow, const float* T1,
+                                                              const float* T2, float* T12, long long st, int ldt,
+                                                              int chunks, float* X, int* count) {
+    float* smem = reinterpret_cast<float*>(dynamic_shared());
+    float(*a)[NARROW_LD] = reinterpret_cast<float(*)[NARROW_LD]>(smem);  // a[q][c]: V1's row q, position c0 + c
+    float(*c2)[NARROW_LD] = a + 64;
+    float(*z)[NARROW_LD] = c2 + 64;
+    volatile int& last = *reinterpret_cast<int*>(z + 64);
+    const int tid = threadIdx.x, ti = tid >> 4, tj = tid & 15;
+    const int b = blockIdx.x / chunks, c0 = (blockIdx.x % chunks) * 64;
+    const float* v1 = V1 + (size_t)b * sv;
+    const float* v2 = V2 + (size_t)b * sv;
+    float* xb = X + (size_t)b * 64 * 64;
+    for (int e = tid; e < 64 * 64; e += MERGE_THREADS) {
+        const int q = e / 64, c = e % 64;
+        a[q][c] = (q < w1 && c0 + c < len) ? v1[(size_t)q * vrow + c0 + c] : 0.f;
+        c2[q][c] = (q < w2 && c0 + c < len) ? v2[(size_t)q * vrow + c0 + c] : 0.f;
+    }
+    __syncthreads();
+    float acc[4][4] = {};
+#pragma unroll 4
+    for (int c = 0; c < 64; ++c) {
+        float x[4], y[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            x[u] = a[ti + 16 * u][c];
+            y[u] = c2[tj + 16 * u][c];
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+#pragma unroll
+            for (int v = 0; v < 4; ++v) acc[u][v] = fmaf(x[u], y[v], acc[u][v]);
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+            const int i = ti + 16 * u, j = tj + 16 * v;
+            if (i < w1 && j < w2) atomicAdd(xb + i * 64 + j, acc[u][v]);
+        }
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) last = atomicAdd(count + b, 1) == chunks - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int e = tid; e < 64 * 64; e += MERGE_THREADS) {  // X, T1 and T2 of this matrix
+        const int i = e / 64, j = e % 64;
+        z[i][j] = (i < w1 && j < w2) ? __ldcg(xb + i * 64 + j) : 0.f;
+        a[i][j] = (i < w1 && j < w1) ? T1[(size_t)b * st + (size_t)i * ldt + j] : 0.f;
+        c2[i][j] = (i < w2 && j < w2) ? T2[(size_t)b * st + (size_t)i * ldt + j] : 0.f;
+    }
+    __syncthreads();
+    float y[4][4] = {};  // Y = T1 X
+    for (int q = 0; q < 64; ++q)
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+#pragma unroll
+            for (int v = 0; v < 4; ++v) y[u][v] = fmaf(a[ti + 16 * u][q], z[q][tj + 16 * v], y[u][v]);
+    __syncthreads();
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+#pragma unroll
+        for (int v = 0; v < 4; ++v) z[ti + 16 * u][tj + 16 * v] = y[u][v];
+    __syncthreads();
+    float* t12 = T12 + (size_t)b * st;
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+            const int i = ti + 16 * u, j = tj + 16 * v;
+            float s = 0.f;  // -(Y T2)
+            for (int q = 0; q < w2; ++q) s = fmaf(z[i][q], c2[q][j], s);
+            if (i < w1 && j < w2) t12[(size_t)i * ldt + j] = -s;
+        }
+    for (int e = tid; e < 64 * 64; e += MERGE_THREADS) xb[e] = 0.f;
+    if (tid == 0) count[b] = 0;
+}
+
+// ---- The columns a matrix may need ----
+// live[b] = 1 + the last column of matrix b with a nonzero element (0 for a zero matrix): columns from
+// there on are zero, stay zero under every reflector, and their updates can be skipped (a
+// rank-deficient input with zero trailing columns).  Each thread scans its rows from the end and stops
+// at a nonzero element, or where the block already knows of a later one: a dense matrix costs its
+// last column.
+__global__ void __launch_bounds__(256) live_columns_kernel(const float* A, int n, int* live) {
+    const int b = blockIdx.x;
+    const float* a = A + (size_t)b * n * n;
+    int* best = reinterpret_cast<int*>(dynamic_shared());
+    if (threadIdx.x == 0) *best = 0;
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const float* row = a + (size_t)i * n;
+        for (int c = n - 1; c >= 0; --c) {
+            if (c < *reinterpret_cast<volatile int*>(best)) break;
+            if (row[c] != 0.f) {
+                atomicMax(best, c + 1);
+                break;
+            }
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) live[b] = *best;
 }
 
 """
@@ -1157,11 +1794,10 @@ void panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// A Cholesky QR leaf: panel columns k..k+w (w <= 32) of S into H, tau, vt and t as panel() writes
-// them; acc (float64, batch x 1024, zero), small (float64, batch x 4096) and flags (int32, batch) are
-// workspaces (acc is left zero).  Flagged matrices take the column-by-column kernel.
-void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc,
-                  at::Tensor small, at::Tensor flags, int64_t k, int64_t w) {
+// The arguments every Cholesky QR leaf takes, checked.
+void check_leaf(const at::Tensor& S, const at::Tensor& H, const at::Tensor& tau, const at::Tensor& vt,
+                const at::Tensor& t, const at::Tensor& acc, const at::Tensor& small, const at::Tensor& flags, int64_t k,
+                int64_t w) {
     TORCH_CHECK(H.is_cuda() && H.is_contiguous() && H.scalar_type() == at::kFloat && H.dim() == 3,
                 "cholqr_panel: H must be a contiguous batch x n x n float32 CUDA tensor");
     TORCH_CHECK(S.is_cuda() && S.is_contiguous() && S.scalar_type() == at::kFloat && S.sizes() == H.sizes(),
@@ -1182,6 +1818,16 @@ void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at:
                 t.size(0) == batch && t.size(1) >= w && t.size(2) >= w, "cholqr_panel: t must be a float32 CUDA window holding w x w");
     TORCH_CHECK(tau.is_cuda() && tau.is_contiguous() && tau.size(0) == batch && tau.size(1) == n,
                 "cholqr_panel: tau must be a contiguous batch x n float32 CUDA tensor");
+}
+
+// A Cholesky QR leaf in six launches: panel columns k..k+w (w <= 32) of S into H, tau, vt and t as
+// panel() writes them; acc (float64, batch x 1024, zero), small (float64, batch x 4096) and flags
+// (int32, batch) are workspaces (acc is left zero).  Flagged matrices take the column-by-column kernel.
+void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc,
+                  at::Tensor small, at::Tensor flags, int64_t k, int64_t w) {
+    check_leaf(S, H, tau, vt, t, acc, small, flags, k, w);
+    const int n = (int)H.size(2);
+    const long long batch = H.size(0);
     if (batch == 0) return;
     const c10::cuda::CUDAGuard guard(H.device());
     const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
@@ -1205,6 +1851,39 @@ void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at:
     cholqr_rows_kernel<<<grid, 256, 0, stream>>>(s, h, vtp, n, kk, ww, vs, sm, f);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     cholqr_fallback_kernel<<<(unsigned)batch, 1024, 0, stream>>>(s, h, taup, vtp, tp, n, kk, ww, vs, ts, ldt, f);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// The same leaf in one launch (cholqr_leaf_kernel) where every chunk of a matrix can be resident at
+// once, else the six launches.  gram (float64, batch x 2048) and ctrl (int32, 2 + 3 batch) are zero
+// and are left zero.
+void cholqr_leaf(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc,
+                 at::Tensor small, at::Tensor flags, at::Tensor gram, at::Tensor ctrl, int64_t k, int64_t w) {
+    check_leaf(S, H, tau, vt, t, acc, small, flags, k, w);
+    const int n = (int)H.size(2);
+    const long long batch = H.size(0);
+    TORCH_CHECK(gram.is_cuda() && gram.is_contiguous() && gram.scalar_type() == at::kDouble &&
+                gram.numel() >= batch * 2 * QB * QB, "cholqr_leaf: gram must hold batch x 2048 doubles");
+    TORCH_CHECK(ctrl.is_cuda() && ctrl.is_contiguous() && ctrl.scalar_type() == at::kInt && ctrl.numel() >= 2 + 3 * batch,
+                "cholqr_leaf: ctrl must hold 2 + 3 batch int32");
+    if (batch == 0) return;
+    const c10::cuda::CUDAGuard guard(H.device());
+    constexpr size_t bytes = leaf_smem_bytes();
+    static int per_sm = -1;  // resident blocks an SM, once per process
+    if (per_sm < 0) {
+        C10_CUDA_CHECK(cudaFuncSetAttribute(cholqr_leaf_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+        C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, cholqr_leaf_kernel, LEAF_THREADS, bytes));
+    }
+    const int chunks = (n - (int)k + GROWS - 1) / GROWS;
+    const long long resident = (long long)per_sm * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+    if (chunks > resident || batch * chunks > (1LL << 31) - 1) {
+        cholqr_panel(S, H, tau, vt, t, acc, small, flags, k, w);
+        return;
+    }
+    cholqr_leaf_kernel<<<(unsigned)(batch * chunks), LEAF_THREADS, bytes, at::cuda::getCurrentCUDAStream()>>>(
+        S.data_ptr<float>(), H.data_ptr<float>(), tau.data_ptr<float>(), vt.data_ptr<float>(), t.data_ptr<float>(), n,
+        (int)k, (int)w, (long long)vt.stride(0), (long long)t.stride(0), (int)t.stride(1), chunks,
+        gram.data_ptr<double>(), ctrl.data_ptr<int>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -1250,6 +1929,91 @@ void apply_rows(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor W) {
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// C = S - V·(Tᵀ·(Vᵀ S)) in one launch (narrow_update_kernel), or false where a matrix's chunks could not
+// all be resident (the caller then takes the split path).  vt: batch x p x m (unit column stride, p <=
+// 64), t: batch x p x p (unit column stride), C and S: batch x m x ncols (unit column stride, the same
+// strides); W: float32, contiguous batch x 64 x ldw (ldw >= ncols), and ctrl: int32, 2 + 3 batch, both
+// zero and left zero.
+bool narrow_update(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor t, at::Tensor W, at::Tensor ctrl) {
+    TORCH_CHECK(S.is_cuda() && C.is_cuda() && vt.is_cuda() && t.is_cuda() && W.is_cuda() && ctrl.is_cuda() &&
+                C.scalar_type() == at::kFloat && S.scalar_type() == at::kFloat && vt.scalar_type() == at::kFloat &&
+                t.scalar_type() == at::kFloat && W.scalar_type() == at::kFloat && ctrl.scalar_type() == at::kInt,
+                "narrow_update: float32 CUDA tensors and int32 counters");
+    TORCH_CHECK(C.dim() == 3 && S.sizes() == C.sizes() && S.strides() == C.strides() && C.stride(2) == 1 &&
+                vt.dim() == 3 && vt.stride(2) == 1 && t.dim() == 3 && t.stride(2) == 1 && vt.size(1) <= 64 &&
+                vt.size(2) == C.size(1) && t.size(1) == vt.size(1) && t.size(2) == vt.size(1) &&
+                vt.size(0) == C.size(0) && t.size(0) == C.size(0), "narrow_update: shapes or strides do not fit");
+    const long long batch = C.size(0), m = C.size(1), ncols = C.size(2);
+    TORCH_CHECK(W.is_contiguous() && W.dim() == 3 && W.size(0) >= batch && W.size(1) == 64 && W.size(2) >= ncols &&
+                ctrl.is_contiguous() && ctrl.numel() >= 2 + 3 * batch,
+                "narrow_update: W must be batch x 64 x (at least ncols), ctrl 2 + 3 batch");
+    if (batch == 0 || m == 0 || ncols == 0) return true;
+    const c10::cuda::CUDAGuard guard(C.device());
+    constexpr size_t bytes = narrow_smem_bytes();
+    static int per_sm = -1;  // resident blocks an SM, once per process
+    if (per_sm < 0) {
+        C10_CUDA_CHECK(cudaFuncSetAttribute(narrow_update_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+        C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, narrow_update_kernel, NARROW_THREADS, bytes));
+    }
+    const long long chunks = (m + 63) / 64;
+    if (chunks > (long long)per_sm * at::cuda::getCurrentDeviceProperties()->multiProcessorCount ||
+        batch * chunks > (1LL << 31) - 1)
+        return false;
+    narrow_update_kernel<<<(unsigned)(batch * chunks), NARROW_THREADS, bytes, at::cuda::getCurrentCUDAStream()>>>(
+        S.data_ptr<float>(), C.data_ptr<float>(), vt.data_ptr<float>(), t.data_ptr<float>(), (int)m, (int)ncols,
+        (int)vt.size(1), (long long)C.stride(0), (int)C.stride(1), (long long)vt.stride(0), (int)vt.stride(1),
+        (long long)t.stride(0), (int)t.stride(1), (int)chunks, W.data_ptr<float>(), (int)W.size(2), ctrl.data_ptr<int>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return true;
+}
+
+// T12 = -T1·(V1ᵀV2)·T2 in one launch (merge_kernel).  v1 (w1 x len) and v2 (w2 x len): windows of one
+// Vᵀ buffer (the same strides, unit position stride, w1, w2 <= 64); t1 (w1 x w1), t2 (w2 x w2) and t12
+// (w1 x w2): windows of one T buffer (the same strides, unit column stride); X: float32, contiguous,
+// batch x 64 x 64, and count: int32, batch, both zero and left zero.
+void merge(at::Tensor v1, at::Tensor v2, at::Tensor t1, at::Tensor t2, at::Tensor t12, at::Tensor X, at::Tensor count) {
+    for (const at::Tensor* x : {&v1, &v2, &t1, &t2, &t12, &X})
+        TORCH_CHECK(x->is_cuda() && x->scalar_type() == at::kFloat && x->dim() == 3 && x->stride(2) == 1,
+                    "merge: float32 CUDA batch x rows x columns windows with unit column stride");
+    const long long batch = v1.size(0), w1 = v1.size(1), w2 = v2.size(1), len = v1.size(2);
+    TORCH_CHECK(v2.strides() == v1.strides() && v2.size(0) == batch && v2.size(2) == len && w1 <= 64 && w2 <= 64 &&
+                t2.strides() == t1.strides() && t12.strides() == t1.strides() && t1.size(1) == w1 &&
+                t1.size(2) == w1 && t2.size(1) == w2 && t2.size(2) == w2 && t12.size(1) == w1 && t12.size(2) == w2 &&
+                t1.size(0) == batch && t2.size(0) == batch && t12.size(0) == batch, "merge: shapes or strides do not fit");
+    TORCH_CHECK(X.is_contiguous() && X.size(0) >= batch && X.size(1) == 64 && X.size(2) == 64 && count.is_cuda() &&
+                count.scalar_type() == at::kInt && count.is_contiguous() && count.numel() >= batch,
+                "merge: X must be batch x 64 x 64 float32, count batch int32");
+    if (batch == 0 || w1 == 0 || w2 == 0) return;
+    const c10::cuda::CUDAGuard guard(v1.device());
+    constexpr size_t bytes = merge_smem_bytes();
+    static bool ready = false;
+    if (!ready) {
+        C10_CUDA_CHECK(cudaFuncSetAttribute(merge_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+        ready = true;
+    }
+    const long long chunks = len > 0 ? (len + 63) / 64 : 1;
+    TORCH_CHECK(batch * chunks <= (1LL << 31) - 1, "merge: too many blocks");
+    merge_kernel<<<(unsigned)(batch * chunks), MERGE_THREADS, bytes, at::cuda::getCurrentCUDAStream()>>>(
+        v1.data_ptr<float>(), v2.data_ptr<float>(), (int)w1, (int)w2, (int)len, (long long)v1.stride(0),
+        (int)v1.stride(1), t1.data_ptr<float>(), t2.data_ptr<float>(), t12.data_ptr<float>(), (long long)t1.stride(0),
+        (int)t1.stride(1), (int)chunks, X.data_ptr<float>(), count.data_ptr<int>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// live[b] = the columns of matrix b up to its last nonzero one (live_columns_kernel); A contiguous
+// batch x n x n float32, live int32 batch.
+void live_columns(at::Tensor A, at::Tensor live) {
+    TORCH_CHECK(A.is_cuda() && A.is_contiguous() && A.scalar_type() == at::kFloat && A.dim() == 3 &&
+                A.size(1) == A.size(2), "live_columns: A must be a contiguous batch x n x n float32 CUDA tensor");
+    TORCH_CHECK(live.is_cuda() && live.is_contiguous() && live.scalar_type() == at::kInt && live.numel() >= A.size(0),
+                "live_columns: live must hold batch int32");
+    if (A.size(0) == 0) return;
+    const c10::cuda::CUDAGuard guard(A.device());
+    live_columns_kernel<<<(unsigned)A.size(0), 256, sizeof(int), at::cuda::getCurrentCUDAStream()>>>(
+        A.data_ptr<float>(), (int)A.size(2), live.data_ptr<int>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 """.replace("        // cases: _PANEL_KERNELS\n", _panel_dispatch())
 
 _CUDA_SOURCE = r"""
@@ -1265,7 +2029,13 @@ _CPP_SOURCE = ("void panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tenso
                "int64_t rpl, int64_t warps, int64_t cpw, int64_t minb);\n"
                "void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc, "
                "at::Tensor small, at::Tensor flags, int64_t k, int64_t w);\n"
+               "void cholqr_leaf(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc, "
+               "at::Tensor small, at::Tensor flags, at::Tensor gram, at::Tensor ctrl, int64_t k, int64_t w);\n"
                "void cross(at::Tensor A, at::Tensor B, at::Tensor out);\n"
+               "bool narrow_update(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor t, at::Tensor W, at::Tensor ctrl);\n"
+               "void merge(at::Tensor v1, at::Tensor v2, at::Tensor t1, at::Tensor t2, at::Tensor t12, at::Tensor X, "
+               "at::Tensor count);\n"
+               "void live_columns(at::Tensor A, at::Tensor live);\n"
                "void apply_rows(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor W);")
 
 _EXTENSIONS = {}
@@ -1281,7 +2051,9 @@ def _extension(device: torch.device):
 
         digest = hashlib.sha256((_CUDA_SOURCE + _CPP_SOURCE + arch).encode()).hexdigest()[:16]
         _EXTENSIONS[arch] = load_inline(
-            name="qr_blocked_" + digest, cpp_sources=_CPP_SOURCE, cuda_sources=_CUDA_SOURCE, functions=["panel", "cholqr_panel", "cross", "apply_rows"],
+            name="qr_blocked_" + digest, cpp_sources=_CPP_SOURCE, cuda_sources=_CUDA_SOURCE,
+            functions=["panel", "cholqr_panel", "cholqr_leaf", "cross", "apply_rows", "narrow_update", "merge",
+                       "live_columns"],
             extra_cflags=["-O3"], extra_cuda_cflags=["-O3", "-gencode=arch=compute_%s,code=sm_%s" % (arch, arch)],
         )
     return _EXTENSIONS[arch]
@@ -1349,13 +2121,15 @@ def _shape(nb: int, rpl: int, batch: int, sms: int) -> tuple[int, int, int]:
 
 
 def _apply(c: torch.Tensor, v_t: torch.Tensor, t: torch.Tensor, src: torch.Tensor | None = None, ext=None,
-           programs: int = 0) -> None:
+           programs: int = 0, narrow: tuple | None = None, live: torch.Tensor | None = None, col0: int = 0) -> None:
     """c <- (I - V T Vᵀ)ᵀ src (src defaults to c; else a view of the input laid out as c) with
     v_t = Vᵀ: three cuBLAS FP32 GEMMs, the Triton kernel's tensor-core products (PARAMS update_*:
     "tf32", one TF32 product, or "tf32x3" / "bf16x3", three split ones), or, for a narrow update of
     a tall matrix (PARAMS narrow_gt1024 = "split"), VᵀC split over the rows and C -= V·(TᵀW) by
-    row chunks, both in exact FP32 on the CUDA cores.  With programs > 0 the Triton kernel runs at
-    most that many programs, each walking several tiles."""
+    row chunks, both in exact FP32 on the CUDA cores (in one launch with narrow, the fused kernel's
+    (W, counters), where its blocks fit the GPU).  With programs > 0 the Triton kernel runs at most
+    that many programs, each walking several tiles.  With live (per matrix, its columns up to the last
+    nonzero one; c's column 0 is the matrix's col0) the Triton kernel skips the tiles past it."""
     n = c.stride(1)  # c is a view of H
     mode = PARAMS["update_lt512" if n < 512 else "update_le1024" if n <= 1024 else "update_gt1024"]
     width = v_t.shape[1]
@@ -1364,6 +2138,8 @@ def _apply(c: torch.Tensor, v_t: torch.Tensor, t: torch.Tensor, src: torch.Tenso
         # A few columns of a tall matrix: a Triton program per column tile would leave the GPU idle.
         mode = PARAMS["narrow_gt1024"]
         if mode == "split" and width <= 64 and ext is not None and c.numel():
+            if narrow is not None and c.shape[2] <= narrow[0].shape[2] and ext.narrow_update(source, c, v_t, t, *narrow):
+                return
             w = torch.zeros((c.shape[0], width, c.shape[2]), dtype=c.dtype, device=c.device)
             ext.cross(v_t, source.transpose(1, 2), w)
             ext.apply_rows(source, c, v_t, torch.bmm(t.transpose(1, 2), w))
@@ -1379,9 +2155,9 @@ def _apply(c: torch.Tensor, v_t: torch.Tensor, t: torch.Tensor, src: torch.Tenso
         persist = 0 < programs < tiles
         _apply_kernel[(programs, 1) if persist else (col_tiles, c.shape[0])](
             source, c, v_t, t, c.shape[1], c.shape[2], width, c.stride(0), c.stride(1), v_t.stride(0),
-            v_t.stride(1), t.stride(0), t.stride(1), col_tiles, tiles, KP=max(16, triton.next_power_of_2(width)),
-            BM=PARAMS["apply_bm"], BN=bn, STAGES=PARAMS["apply_stages"], PREC=mode, PERSIST=persist,
-            num_warps=warps)
+            v_t.stride(1), t.stride(0), t.stride(1), col_tiles, tiles, t if live is None else live, col0,
+            KP=max(16, triton.next_power_of_2(width)), BM=PARAMS["apply_bm"], BN=bn, STAGES=PARAMS["apply_stages"],
+            PREC=mode, PERSIST=persist, SKIP=live is not None, COPY=src is not None, num_warps=warps)
         return
     if src is not None:
         c.copy_(src)
@@ -1391,26 +2167,37 @@ def _apply(c: torch.Tensor, v_t: torch.Tensor, t: torch.Tensor, src: torch.Tenso
 
 
 def _block(ext, S: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, vt: torch.Tensor, t: torch.Tensor, k: int,
-           width: int, nb: int, sms: int, work: tuple) -> None:
+           width: int, nb: int, sms: int, work: tuple, scratch: "_MainScratch | None" = None,
+           live: torch.Tensor | None = None) -> None:
     """Factor columns k..k+width of S into H (rows k..n; S is H, or the input while H does not
     hold these columns yet): on return vt[:, :width, :n-k] holds Vᵀ (rows relative to k) and
     t[:, :width, :width] the block's T.  Wider than a panel: the left part, its reflector applied
-    to the right part, the right part, then T = [[T1, -T1 V1ᵀV2 T2], [0, T2]]."""
+    to the right part, the right part, then T = [[T1, -T1 V1ᵀV2 T2], [0, T2]].  Vᵀ left of each
+    part's rows and T below its diagonal blocks are zero on entry (_block_buffers) and nothing here
+    writes them, so no launch a block re-zeroes them.  scratch: the fused kernels' workspaces,
+    given only where these launches are on the main stream; live: as _apply takes it."""
     n = H.shape[-1]
     m = n - k
     if width <= nb:
-        if _cholqr_leaf(n, m, width):
-            ext.cholqr_panel(S, H, tau, vt, t, *work, k, width)
+        if _cholqr_leaf(n, m, width) and PARAMS["cholqr_fused"]:
+            ext.cholqr_leaf(S, H, tau, vt, t, *work, k, width)
+        elif _cholqr_leaf(n, m, width):
+            ext.cholqr_panel(S, H, tau, vt, t, *work[:3], k, width)
         else:
             rpl = _rows_per_lane(m)
             ext.panel(S, H, tau, vt, t, k, width, rpl, *_shape(nb, rpl, H.shape[0], sms))
         return
     w1 = nb * -(-width // (2 * nb))  # half, rounded up to whole panels
-    _block(ext, S, H, tau, vt, t, k, w1, nb, sms, work)
+    _block(ext, S, H, tau, vt, t, k, w1, nb, sms, work, scratch, live)
     right = slice(k + w1, k + width)
-    _apply(H[:, k:, right], vt[:, :w1, :m], t[:, :w1, :w1], None if S is H else S[:, k:, right], ext)
-    vt[:, w1:width, :w1].zero_()  # V2 is zero above its first row
-    _block(ext, H, H, tau, vt[:, w1:, w1:], t[:, w1:, w1:], k + w1, width - w1, nb, sms, work)
+    narrow = scratch.narrow if scratch else None
+    _apply(H[:, k:, right], vt[:, :w1, :m], t[:, :w1, :w1], None if S is H else S[:, k:, right], ext, narrow=narrow,
+           live=live, col0=k + w1)
+    _block(ext, H, H, tau, vt[:, w1:, w1:], t[:, w1:, w1:], k + w1, width - w1, nb, sms, work, scratch, live)
+    if m >= PARAMS["cross_min_rows"] and w1 <= 64 and width - w1 <= 64 and scratch and scratch.merge:
+        ext.merge(vt[:, :w1, w1:m], vt[:, w1:width, w1:m], t[:, :w1, :w1], t[:, w1:width, w1:width],
+                  t[:, :w1, w1:width], *scratch.merge)
+        return
     if m >= PARAMS["cross_min_rows"] and w1 <= 64:
         # V1ᵀV2 split over its m rows (the kernel takes V1 of up to 64 columns): cuBLAS ran this
         # long, thin product on a few blocks
@@ -1418,17 +2205,44 @@ def _block(ext, S: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, vt: torch.T
         ext.cross(vt[:, :w1, w1:m], vt[:, w1:width, w1:m], cross)
     else:
         cross = torch.bmm(vt[:, :w1, w1:m], vt[:, w1:width, w1:m].transpose(1, 2))
-    t[:, :w1, w1:width] = -torch.bmm(torch.bmm(t[:, :w1, :w1], cross), t[:, w1:width, w1:width])
-    t[:, w1:width, :w1].zero_()
+    t[:, :w1, w1:width].baddbmm_(torch.bmm(t[:, :w1, :w1], cross), t[:, w1:width, w1:width], beta=0.0, alpha=-1.0)
 
 
 def _workspace(batch: int, n: int, device: torch.device) -> tuple:
-    """The Cholesky QR leaves' scratch: the Gram accumulator (zero between uses), the small factors, the flags."""
+    """The Cholesky QR leaves' scratch: the six-launch leaf's Gram accumulator (zero between uses), small
+    factors and flags, then the fused leaf's two Grams and its counters (zero between uses)."""
     if _panel_algorithm(n) != "cholqr2":
         return ()
     return (torch.zeros((batch, 1024), dtype=torch.float64, device=device),
             torch.empty((batch, 4096), dtype=torch.float64, device=device),
-            torch.empty((batch,), dtype=torch.int32, device=device))
+            torch.empty((batch,), dtype=torch.int32, device=device),
+            torch.zeros((batch, 2048), dtype=torch.float64, device=device),
+            torch.zeros((2 + 3 * batch,), dtype=torch.int32, device=device))
+
+
+def _block_buffers(batch: int, n: int, block: int, H: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A block's Vᵀ (block x n) and T (block x block) buffers.  What no panel writes is zeroed once
+    here, so _block never re-zeroes it: Vᵀ left of each part's first row (within its first block
+    columns: every part's window starts at or left of its own rows) and T below its diagonal blocks."""
+    vt = torch.empty((batch, block, n), dtype=H.dtype, device=H.device)
+    vt[:, :, :block].zero_()
+    return vt, torch.zeros((batch, block, block), dtype=H.dtype, device=H.device)
+
+
+class _MainScratch:
+    """The fused narrow update's W and counters and the fused merge's X and counters (each zero
+    between uses), where PARAMS ask for them: one set, so only the main stream's launches take them."""
+
+    def __init__(self, batch: int, n: int, device: torch.device) -> None:
+        self.narrow = None
+        if n > 1024 and PARAMS["narrow_fused"] and PARAMS["narrow_gt1024"] == "split":
+            self.narrow = (torch.zeros((batch, 64, max(1, PARAMS["narrow_cols_gt1024"])), dtype=torch.float32,
+                                       device=device),
+                           torch.zeros((2 + 3 * batch,), dtype=torch.int32, device=device))
+        self.merge = None
+        if PARAMS["merge_fused"]:
+            self.merge = (torch.zeros((batch, 64, 64), dtype=torch.float32, device=device),
+                          torch.zeros((batch,), dtype=torch.int32, device=device))
 
 
 class _Streams:
@@ -1466,32 +2280,40 @@ def _factor(H: torch.Tensor, tau: torch.Tensor, A: torch.Tensor | None = None, s
     ext = _extension(H.device)
     sms = torch.cuda.get_device_properties(H.device).multi_processor_count if H.is_cuda else 1
     ahead = streams is not None and _lookahead(n)
-    buffers = [(torch.empty((batch, block, n), dtype=H.dtype, device=H.device),
-                torch.empty((batch, block, block), dtype=H.dtype, device=H.device)) for _ in range(1 + ahead)]
+    buffers = [_block_buffers(batch, n, block, H) for _ in range(1 + ahead)]
     programs = max(8, PARAMS["lookahead_programs"] * (sms - batch)) if ahead and PARAMS["lookahead_programs"] else 0
     source = H if A is None else A
     work = _workspace(batch, n, H.device)
+    scratch = _MainScratch(batch, n, H.device)  # a side update never takes a fused kernel
+    narrow = scratch.narrow
+    live = None
+    if PARAMS["skip_zero_columns"]:
+        live = torch.empty((batch,), dtype=torch.int32, device=H.device)
+        ext.live_columns(source, live)
     for i, k in enumerate(range(0, n, block)):
         width = min(block, n - k)
         vt, t = buffers[i % len(buffers)]
         if not ahead or i == 0:
-            _block(ext, source, H, tau, vt, t, k, width, nb, sms, work)
+            _block(ext, source, H, tau, vt, t, k, width, nb, sms, work, scratch, live)
         if k + width >= n:
             break
         v_k, t_k = vt[:, :width, :n - k], t[:, :width, :width]
         after = k + width
         if not ahead:
-            _apply(H[:, k:, after:], v_k, t_k, None if source is H else source[:, k:, after:], ext)
+            _apply(H[:, k:, after:], v_k, t_k, None if source is H else source[:, k:, after:], ext, narrow=narrow,
+                   live=live, col0=after)
         else:
             nxt = min(block, n - after)
             cols = slice(after, after + nxt)
-            _apply(H[:, k:, cols], v_k, t_k, None if source is H else source[:, k:, cols], ext)
+            _apply(H[:, k:, cols], v_k, t_k, None if source is H else source[:, k:, cols], ext, narrow=narrow,
+                   live=live, col0=after)
             if after + nxt < n:
                 rest = slice(after + nxt, n)
                 src = None if source is H else source[:, k:, rest]
-                streams.beside(lambda c=H[:, k:, rest], v=v_k, tt=t_k, s=src: _apply(c, v, tt, s, ext, programs))
+                streams.beside(lambda c=H[:, k:, rest], v=v_k, tt=t_k, s=src, c0=rest.start:
+                               _apply(c, v, tt, s, ext, programs, live=live, col0=c0))
             vt2, t2 = buffers[(i + 1) % len(buffers)]
-            _block(ext, H, H, tau, vt2, t2, after, nxt, nb, sms, work)
+            _block(ext, H, H, tau, vt2, t2, after, nxt, nb, sms, work, scratch, live)
             streams.join()
         source = H
 

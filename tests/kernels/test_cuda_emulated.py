@@ -1,0 +1,270 @@
+"""cuda_blocked's fused Cholesky QR leaf, run on CPU threads (tests/kernels/host_emulation.h).
+
+The leaf's blocks meet twice in global memory and every block's warp 0 computes the 32x32 factors, so
+what can go wrong is logic: indices, barriers, the tickets and counters between blocks, the
+reconstruction's arithmetic, the fallback for nearly dependent panels.  The emulation runs the file's
+own device source with an OS thread for every GPU thread and real barriers, all blocks at once, so
+those are tested here without a GPU; what it cannot show (speed, the GPU's memory model, register
+limits) is for the GPU tests and kernels/BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernels.inputs import generate_input
+
+from .test_cuda_families import ReferencePanel, _check_panel_properties, _module
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C++20) to build the emulation")
+
+_DRIVER = r"""
+extern "C" int run_leaf(const float* S, float* H, float* tau, float* vt, float* t, int batch, int n, int k, int w,
+                        long long vstride, long long tstride, int ldt, double* gram, int* ctrl) {
+    const int chunks = (n - k + GROWS - 1) / GROWS;
+    emu::launch((unsigned)(batch * chunks), LEAF_THREADS, leaf_smem_bytes(), [&] {
+        cholqr_leaf_kernel(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, chunks, gram, ctrl);
+    });
+    return chunks;
+}
+"""
+
+_NARROW_DRIVER = r"""
+extern "C" int run_narrow(const float* S, float* C, const float* VT, const float* T, int batch, int m, int ncols,
+                          int p, long long sc, int ldc, long long sv, int vrow, long long st, int ldt, float* W,
+                          int ldw, int* ctrl) {
+    const int chunks = (m + 63) / 64;
+    emu::launch((unsigned)(batch * chunks), NARROW_THREADS, narrow_smem_bytes(), [&] {
+        narrow_update_kernel(S, C, VT, T, m, ncols, p, sc, ldc, sv, vrow, st, ldt, chunks, W, ldw, ctrl);
+    });
+    return chunks;
+}
+"""
+
+_MERGE_DRIVER = r"""
+extern "C" int run_merge(const float* V1, const float* V2, int batch, int w1, int w2, int len, long long sv, int vrow,
+                         const float* T1, const float* T2, float* T12, long long st, int ldt, float* X, int* count) {
+    const int chunks = (len + 63) / 64;
+    emu::launch((unsigned)(batch * chunks), MERGE_THREADS, merge_smem_bytes(), [&] {
+        merge_kernel(V1, V2, w1, w2, len, sv, vrow, T1, T2, T12, st, ldt, chunks, X, count);
+    });
+    return chunks;
+}
+"""
+
+_LIVE_DRIVER = r"""
+extern "C" void run_live(const float* A, int batch, int n, int* live) {
+    emu::launch((unsigned)batch, 256, sizeof(int), [&] { live_columns_kernel(A, n, live); });
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def emulated(tmp_path_factory):
+    """cuda_blocked's device source built for the host, with run_leaf, run_narrow, run_merge and run_live."""
+    folder = tmp_path_factory.mktemp("emulated")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRITON_INTERPRET", "1")  # the family file's Triton kernel, loaded as the other CPU tests load it
+        module = _module("cuda_blocked", folder)
+    source = folder / "leaf.cpp"
+    source.write_text('#define QR_HOST_EMULATION\n#include "host_emulation.h"\n' + module._DEVICE_SOURCE + _DRIVER
+                      + _NARROW_DRIVER + _MERGE_DRIVER + _LIVE_DRIVER)
+    library = folder / "leaf.so"
+    result = subprocess.run(["g++", "-std=c++20", "-O1", "-pthread", "-shared", "-fPIC", "-I",
+                             str(Path(__file__).parent), str(source), "-o", str(library)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-4000:]
+    lib = ctypes.CDLL(str(library))
+    pointer, i32, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
+    lib.run_leaf.argtypes = [pointer] * 5 + [i32] * 4 + [i64, i64, i32, pointer, pointer]
+    lib.run_leaf.restype = i32
+    lib.run_narrow.argtypes = [pointer] * 4 + [i32] * 4 + [i64, i32, i64, i32, i64, i32, pointer, i32, pointer]
+    lib.run_narrow.restype = i32
+    lib.run_merge.argtypes = [pointer] * 2 + [i32] * 4 + [i64, i32] + [pointer] * 3 + [i64, i32, pointer, pointer]
+    lib.run_merge.restype = i32
+    lib.run_live.argtypes = [pointer, i32, i32, pointer]
+    return lib
+
+
+@pytest.fixture
+def leaf(emulated):
+    return emulated.run_leaf
+
+
+@pytest.fixture
+def narrow(emulated):
+    return emulated.run_narrow
+
+
+@pytest.fixture
+def merge(emulated):
+    return emulated.run_merge
+
+
+class Leaf:
+    """One matrix batch's buffers, factored leaf by leaf in place as cuda_blocked's loop does, the
+    workspaces shared by every leaf."""
+
+    def __init__(self, a: torch.Tensor, w: int) -> None:
+        self.a, self.w = a, w
+        batch, n = a.shape[0], a.shape[-1]
+        self.h = torch.full_like(a, float("nan"))
+        self.tau = torch.zeros((batch, n))
+        self.vt = torch.zeros((batch, w, n))
+        self.t = torch.zeros((batch, w, w))
+        self.gram = torch.zeros((batch, 2048), dtype=torch.float64)
+        self.ctrl = torch.zeros((2 + 3 * batch,), dtype=torch.int32)
+
+    def run(self, run_leaf, source: torch.Tensor, k: int, w: int) -> int:
+        batch, n = self.a.shape[0], self.a.shape[-1]
+        return run_leaf(source.data_ptr(), self.h.data_ptr(), self.tau.data_ptr(), self.vt.data_ptr(),
+                        self.t.data_ptr(), batch, n, k, w, self.vt.stride(0), self.t.stride(0), self.t.stride(1),
+                        self.gram.data_ptr(), self.ctrl.data_ptr())
+
+
+def _reference(source: torch.Tensor, k: int, w: int) -> tuple[torch.Tensor, ...]:
+    batch, n = source.shape[0], source.shape[-1]
+    out = (source.clone(), torch.zeros((batch, n)), torch.zeros((batch, w, n)), torch.zeros((batch, w, w)))
+    ReferencePanel(set())._factor_panel(source, *out, k, w)
+    return out
+
+
+def _compare(leaf_run: Leaf, source: torch.Tensor, k: int, w: int, degenerate: set[int], where: str) -> int:
+    """Well-conditioned panels match the reference panel element by element (an ill-conditioned one's
+    reflectors differ from float32 geqrf's by about cond·eps32 either way); every matrix has the
+    panel's properties."""
+    h_want, tau_want, vt_want, t_want = _reference(source, k, w)
+    n = source.shape[-1]
+    compared = 0
+    for i in range(source.shape[0]):
+        values = torch.linalg.svdvals(source[i, k:, k:k + w].double())
+        if i not in degenerate and values[0] < 1e3 * values[-1]:
+            compared += 1
+            for label, got, want in (("H", leaf_run.h[i, k:, k:k + w], h_want[i, k:, k:k + w]),
+                                     ("tau", leaf_run.tau[i, k:k + w], tau_want[i, k:k + w]),
+                                     ("VT", leaf_run.vt[i, :w, :n - k], vt_want[i, :w, :n - k]),
+                                     ("T", leaf_run.t[i, :w, :w], t_want[i, :w, :w])):
+                torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-4,
+                                           msg=lambda text: f"{label} of matrix {i} at {where}: {text}")
+        _check_panel_properties(source[i, k:, k:k + w], leaf_run.h[i, k:, k:k + w], leaf_run.tau[i, k:k + w],
+                                leaf_run.vt[i, :w, :n - k], leaf_run.t[i, :w, :w], f"{where} matrix {i}")
+    return compared
+
+
+@pytest.mark.parametrize("batch, n, k, w, profile", [
+    (3, 200, 0, 32, "dense"),       # read from the input: four chunks, a partial last one
+    (3, 200, 8, 20, "mixed"),       # a narrower leaf below the top, in place
+    (2, 150, 64, 32, "clustered"),  # two chunks; columns of wildly different scale need no fallback
+])
+def test_fused_leaf_matches_the_reference_panel(leaf, batch, n, k, w, profile):
+    """Ordinary matrices match the reference; a zero column (the first Cholesky breaks down) and two
+    equal columns (the second does) are factored column by column inside the launch, and the Grams
+    and counters are left zero for the next leaf."""
+    a = generate_input(batch, n, 1.0, 7, profile)
+    a[1, :, k + 3] = 0.0
+    if batch > 2:
+        a[2, :, k + 5] = a[2, :, k + 4]
+    run = Leaf(a, w)
+    if k:  # in place, as the blocked loop factors every leaf but the first
+        run.h.copy_(a)
+    chunks = run.run(leaf, run.h if k else a, k, w)
+    assert chunks == -(-(n - k) // 64)
+    assert not run.gram.any() and not run.ctrl.any(), "the leaf must leave its Grams and counters zero"
+    compared = _compare(run, a, k, w, {1, 2}, f"batch={batch} n={n} k={k} w={w} {profile}")
+    if profile == "dense":  # the structured profiles' panels may all be ill-conditioned: properties only
+        assert compared == batch - 2
+
+
+def test_fused_leaves_in_a_row_share_their_workspaces(leaf):
+    """Leaf after leaf with the same Grams and counters, as one factorisation runs them: each starts
+    from what the last left (a ticket or a count not reset would give a block the wrong matrix or
+    let it read a Gram before it is summed)."""
+    a = generate_input(2, 160, 1.0, 11, "dense")
+    run = Leaf(a, 32)
+    run.h.copy_(a)
+    for k in (0, 32, 64):
+        before = run.h.clone()
+        run.run(leaf, run.h, k, 32)
+        assert not run.gram.any() and not run.ctrl.any()
+        assert _compare(run, before, k, 32, set(), f"leaf at k={k}") == 2
+
+
+
+@pytest.mark.parametrize("p, in_place", [(32, True), (64, False), (20, True)])
+def test_fused_narrow_update_applies_the_block_reflector(narrow, p, in_place):
+    """C = S - V·(Tᵀ·(Vᵀ S)) on windows like the factorisation's (C a few columns of H, Vᵀ and T windows
+    of wider buffers), in place or from an input laid out as C, twice on the same workspaces."""
+    gen = torch.Generator().manual_seed(p)
+    batch, m, ncols = 2, 150, 100
+    w_buf = torch.zeros((batch, 64, 128))
+    ctrl = torch.zeros((2 + 3 * batch,), dtype=torch.int32)
+    for call in range(2):
+        base = torch.randn((batch, 160, 200), generator=gen)
+        c = base[:, 10:, 50:150]
+        source_base = base.clone() if not in_place else base
+        s_view = source_base[:, 10:, 50:150]
+        vt_buf = torch.randn((batch, 64, 170), generator=gen) / 8
+        vt = vt_buf[:, :p, :m]
+        t_buf = torch.triu(torch.randn((batch, 64, 64), generator=gen)) / 8
+        t = t_buf[:, :p, :p]
+        want = s_view.double() - vt.double().transpose(1, 2) @ (t.double().transpose(1, 2) @ (vt.double() @ s_view.double()))
+        outside = base.clone()
+        chunks = narrow(s_view.data_ptr(), c.data_ptr(), vt.data_ptr(), t.data_ptr(), batch, m, ncols, p, c.stride(0),
+                        c.stride(1), vt.stride(0), vt.stride(1), t.stride(0), t.stride(1), w_buf.data_ptr(),
+                        w_buf.stride(1), ctrl.data_ptr())
+        assert chunks == 3
+        torch.testing.assert_close(c.double(), want, rtol=1e-5, atol=1e-4, msg=lambda text: f"call {call}: {text}")
+        kept = torch.ones_like(base, dtype=torch.bool)
+        kept[:, 10:, 50:150] = False
+        assert torch.equal(base[kept], outside[kept]), "only C's window may change"
+        assert not w_buf.any() and not ctrl.any(), "W and the counters must be left zero"
+
+
+def test_fused_merge_computes_the_block_t(merge):
+    """T12 = -T1·(V1ᵀV2)·T2 for halves of 32 and 20 columns over 150 positions, then of 64 and 64 on
+    the same workspaces (the last block of each matrix computes T12 and zeroes them)."""
+    gen = torch.Generator().manual_seed(9)
+    batch, n = 2, 170
+    x = torch.zeros((batch, 64, 64))
+    count = torch.zeros((batch,), dtype=torch.int32)
+    for w1, width, m in ((32, 52, 160), (64, 128, 170)):
+        vt = torch.randn((batch, width, n), generator=gen) / 8
+        t = torch.triu(torch.randn((batch, width, width), generator=gen)) / 4
+        before = t.clone()
+        v1, v2 = vt[:, :w1, w1:m], vt[:, w1:width, w1:m]
+        t1, t2, t12 = t[:, :w1, :w1], t[:, w1:, w1:], t[:, :w1, w1:]
+        chunks = merge(v1.data_ptr(), v2.data_ptr(), batch, w1, width - w1, m - w1, vt.stride(0), vt.stride(1),
+                       t1.data_ptr(), t2.data_ptr(), t12.data_ptr(), t.stride(0), t.stride(1), x.data_ptr(),
+                       count.data_ptr())
+        assert chunks == -(-(m - w1) // 64)
+        want = -(before[:, :w1, :w1].double() @ (v1.double() @ v2.double().transpose(1, 2))
+                 @ before[:, w1:, w1:].double())
+        torch.testing.assert_close(t12.double(), want, rtol=1e-5, atol=1e-5)
+        kept = torch.ones_like(t, dtype=torch.bool)
+        kept[:, :w1, w1:] = False
+        assert torch.equal(t[kept], before[kept]), "only T12 may change"
+        assert not x.any() and not count.any(), "X and the counters must be left zero"
+
+
+def test_live_columns_finds_each_matrixs_last_nonzero_column(emulated):
+    """1 + the last column with a nonzero element, per matrix: dense, zero trailing columns, one
+    nonzero element far from the end, a NaN (not zero: its column must be factored), all zero."""
+    n = 300
+    a = torch.randn((5, n, n), generator=torch.Generator().manual_seed(2))
+    a[1, :, 225:] = 0.0
+    a[2, :, 8:] = 0.0
+    a[2, 299, 7] = 0.0
+    a[2, 17, 7] = 1.0  # column 7's only nonzero element, in a row far from the last
+    a[2, :, 7][torch.arange(n) != 17] = 0.0
+    a[3, :, 100:] = 0.0
+    a[3, 250, 299] = float("nan")
+    a[4] = 0.0
+    live = torch.full((5,), -1, dtype=torch.int32)
+    emulated.run_live(a.data_ptr(), 5, n, live.data_ptr())
+    assert live.tolist() == [300, 225, 8, 300, 0]
