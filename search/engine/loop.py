@@ -151,7 +151,7 @@ class SearchLoop:
 
     @property
     def finished(self) -> bool:
-        return bool(self.stop_requested) and not self.pool.inflight()
+        return bool(self.stop_requested) and not self.pool.inflight_count()
 
     def run_until_done(self, on_tick: Callable[[], None] | None = None) -> None:
         self.start()
@@ -159,7 +159,7 @@ class SearchLoop:
             self.step()
             if on_tick:
                 on_tick()
-            if self.stop_requested is None and not self.queue and not self.pool.inflight() and not self.human.paused \
+            if self.stop_requested is None and not self.queue and not self.pool.inflight_count() and not self.human.paused \
                     and not self.human.busy() and not self.duels.busy() and not self.llm_calls.jobs \
                     and self._nothing_to_propose():
                 if not any(self.run.champion(f) for f in self.proposer.searchable_families()):
@@ -337,7 +337,7 @@ class SearchLoop:
         evaluation budget); proposals and LLM calls are bounded by it."""
         if self.max_evals is None:
             return None
-        return self.max_evals - self._evals_committed() - len(self.pool.inflight()) - len(self.queue)
+        return self.max_evals - self._evals_committed() - self.pool.inflight_count() - len(self.queue)
 
     def _check_evaluators(self) -> None:
         """Stop, resumable, once every evaluator has been gone too long (search/engine/evaluator_watch.py)."""
@@ -362,7 +362,7 @@ class SearchLoop:
         return DriverStatus(
             state=state, updated=time.time(), session_evaluations=self.stats.evaluations,
             evals_per_minute=round(self.stats.evals_per_minute(), 3), lost=self.stats.lost,
-            by_state=dict(self.stats.by_state), queue=len(self.queue), inflight=len(self.pool.inflight()),
+            by_state=dict(self.stats.by_state), queue=len(self.queue), inflight=self.pool.inflight_count(),
             llm_inflight=len(self.llm_calls.jobs), llm=self.llm_calls.off_reason or "on",
             evaluators=stats.evaluators, evaluators_ready=stats.ready,
             busy_fraction={k: round(v, 4) for k, v in stats.busy_fraction.items()},
