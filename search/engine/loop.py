@@ -29,6 +29,7 @@ from population.models import Candidate, EvalResult, Origin, State
 from population.rng import rng_state_to_json
 from population.run import Run
 from search.config import RunConfig
+from search.engine.empty_families import EmptyFamilies
 from search.engine.evaluator_watch import EvaluatorWatch
 from search.engine.focus import Focus
 from search.engine.duels import Duels
@@ -102,6 +103,9 @@ class SearchLoop:
         # Seconds each family's candidates took to compile ahead (a moving average of what the
         # evaluators reported): while an evaluator holds for a compiled request, cheap ones go first.
         self.compile_seconds: dict[str, float] = {}
+        # Families passed over while nothing of theirs changed since they had nothing to offer
+        # (search/engine/empty_families.py, evaluation.skip_empty_families).
+        self.empty = EmptyFamilies(self._family_stamp, config.evaluation.skip_empty_families)
 
     # --- state across resumes ------------------------------------------------------------
 
@@ -303,14 +307,24 @@ class SearchLoop:
             return False
         inflight = self._inflight_by_structure()
         for family in self._families_in_order():
+            if self.empty.skip(family):
+                continue
             island = self.rng.randrange(len(self.run.population.family(family).islands))
             child = self.proposer.synchronous(family, island, inflight)
             if child is not None:
                 self._store_child(child)
                 return True
+            self.empty.came_back_empty(family)
         return False
 
+    def _family_stamp(self, family: str) -> tuple[int, int, frozenset[str]]:
+        """What a family's offer of children depends on: its evaluations told, its children queued
+        or in flight, the retired structures (search/engine/empty_families.py)."""
+        return (self.run.population.family(family).evals, self.queue.by_family().get(family, 0),
+                self.proposer.retired)
+
     def _nothing_to_propose(self) -> bool:
+        self.empty.forget()  # a family only passed over must not end the run
         return not self._propose_now() and self.llm_calls.off_or_paused()
 
     def _store_child(self, child: Child) -> str:
