@@ -251,6 +251,11 @@ class Tuner:
             return index.used >= self.trials_per_structure
         return self.trials_used(family, fingerprint) >= self.trials_per_structure
 
+    def known_spent(self, family: str, fingerprint: str) -> bool:
+        """:meth:`spent` from what was read: False for a study not opened (opening would create it)."""
+        index = self._index.get(self.study_name(family, fingerprint))
+        return index is not None and index.used >= self.trials_per_structure
+
     def _distributions(self, space: type[ParamSpace]) -> dict[str, BaseDistribution]:
         dists = self._dists.get(space)
         if dists is None:
