@@ -244,15 +244,18 @@ class SearchLoop:
                 continue
             if self._budget_in_flight():
                 break  # the rest stay pending (a resume runs them)
-            if not self.queue and not self._propose_now():
-                break
-            if not self.queue:
-                break
-            item = self.queue.pop()
-            try:
-                cand = self.run.mark_running(item.candidate.id)  # the store checks it is still pending
-            except InvalidTransition:
-                continue  # no longer pending (queued twice, or finished meanwhile): nothing to run
+            # A new child and its start commit together (one commit, not two, per evaluation; a child
+            # killed between them comes back pending on resume either way, as every running one does).
+            with self.run.transaction():
+                if not self.queue and not self._propose_now():
+                    break
+                if not self.queue:
+                    break
+                item = self.queue.pop()
+                try:
+                    cand = self.run.mark_running(item.candidate.id)  # the store checks it is still pending
+                except InvalidTransition:
+                    continue  # no longer pending (queued twice, or finished meanwhile): nothing to run
             self.queue.submitted(cand, item.source)
             self.pool.submit(self.requests(cand, item.source))
             free -= 1
