@@ -324,7 +324,8 @@ class Tuner:
         """``value`` is the fitness (geomean ms); None tells a failure."""
         study = self._load(study_name)
         for number in [trial_number, *self._echoes.pop((study_name, trial_number), [])]:
-            trial = study.get_trials(deepcopy=False)[number]
+            # The one trial, not a list of the study's every trial per tell (O(trials), 1-2 ms at 64 GPUs).
+            trial = self.storage.get_trial(self.storage.get_trial_id_from_study_id_trial_number(study._study_id, number))
             if trial.state.is_finished():
                 continue  # told before the driver died; a resume must not tell twice
             if value is None:
