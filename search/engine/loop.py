@@ -44,7 +44,7 @@ from search.numbers import ms as fmt_ms, speedup as fmt_speedup
 from population.records import BASELINE_FAMILY
 from population.speedup import with_speedups
 from search.mutation.tuning import Tuner
-from search.engine.work_queue import WorkQueue
+from search.engine.work_queue import Queued, WorkQueue
 from search.engine.messages import EvalOutcome
 
 __all__ = ["SearchLoop"]
@@ -244,18 +244,18 @@ class SearchLoop:
                 continue
             if self._budget_in_flight():
                 break  # the rest stay pending (a resume runs them)
-            # A new child and its start commit together (one commit, not two, per evaluation; a child
-            # killed between them comes back pending on resume either way, as every running one does).
-            with self.run.transaction():
-                if not self.queue and not self._propose_now():
-                    break
-                if not self.queue:
-                    break
+            if self.queue:
                 item = self.queue.pop()
                 try:
                     cand = self.run.mark_running(item.candidate.id)  # the store checks it is still pending
                 except InvalidTransition:
                     continue  # no longer pending (queued twice, or finished meanwhile): nothing to run
+            else:
+                # Stored already running: one commit per child, not two (resume re-queues running ones).
+                item = self._propose_now(start=True)
+                if item is None:
+                    break
+                cand = item.candidate
             self.queue.submitted(cand, item.source)
             self.pool.submit(self.requests(cand, item.source))
             free -= 1
@@ -302,12 +302,12 @@ class SearchLoop:
                 names.sort(key=lambda name: cost.get(name, 0.0))
         return names
 
-    def _propose_now(self) -> bool:
-        """An immediate operator's child for an evaluator that would otherwise idle."""
+    def _propose_now(self, start: bool = False) -> Queued | None:
+        """An immediate operator's child for an idle evaluator: queued, or (``start``) running, to submit."""
         # LLM calls in flight hold their place: their answers must still find room in the budget.
         room = self._evals_room()
         if room is not None and room - len(self.llm_calls.jobs) <= 0:
-            return False
+            return None
         inflight = self._inflight_by_structure()
         for family in self._families_in_order():
             if self.empty.skip(family):
@@ -315,10 +315,9 @@ class SearchLoop:
             island = self.rng.randrange(len(self.run.population.family(family).islands))
             child = self.proposer.synchronous(family, island, inflight)
             if child is not None:
-                self._store_child(child)
-                return True
+                return self._stored(child, start)
             self.empty.came_back_empty(family)
-        return False
+        return None
 
     def _family_stamp(self, family: str) -> tuple[int, int, frozenset[str]]:
         """What a family's offer of children depends on: its evaluations told, its children queued
@@ -328,9 +327,13 @@ class SearchLoop:
 
     def _nothing_to_propose(self) -> bool:
         self.empty.forget()  # a family only passed over must not end the run
-        return not self._propose_now() and self.llm_calls.off_or_paused()
+        return self._propose_now() is None and self.llm_calls.off_or_paused()
 
     def _store_child(self, child: Child) -> str:
+        return self._stored(child).candidate.id
+
+    def _stored(self, child: Child, start: bool = False) -> Queued:
+        """The child in the store, queued; with ``start``, marked running in the same commit instead."""
         with self.run.transaction():
             cand = self.run.add_candidate(child.new)
             if child.proposal is not None:
@@ -341,8 +344,10 @@ class SearchLoop:
                 self.run.store.set_json(NOTE_KEY.format(cid=cand.id), child.note)
             self.run.store.set_json(OPERATOR_KEY.format(cid=cand.id), child.operator)
             self._save_rng()
+            if start:
+                return Queued(self.run.mark_running(cand.id), child.new.source)
         self.enqueue(cand, child.new.source)
-        return cand.id
+        return Queued(cand, child.new.source)
 
     # --- budget and status ---------------------------------------------------------------
 
