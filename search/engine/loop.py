@@ -252,10 +252,10 @@ class SearchLoop:
                     continue  # no longer pending (queued twice, or finished meanwhile): nothing to run
             else:
                 # Stored already running: one commit per child, not two (resume re-queues running ones).
-                item = self._propose_now(start=True)
-                if item is None:
+                started = self._propose_now(start=True)
+                if started is None:
                     break
-                cand = item.candidate
+                item, cand = started, started.candidate
             self.queue.submitted(cand, item.source)
             self.pool.submit(self.requests(cand, item.source))
             free -= 1
