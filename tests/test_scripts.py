@@ -328,3 +328,16 @@ def test_archived_device_run_files_are_listed_out_of_the_tree_and_every_run_has_
         for f in files:
             if f.folder == folder.name:
                 assert Path(f.path).name in summary and f"restore {folder.name}" in summary
+
+
+def test_tpe_ask_cost_asks_in_the_tuners_sampler_with_the_trials_it_was_told():
+    import re
+
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "tpe_ask_cost.py"), "--family", "cuda_onchip",
+                          "--cases", "12:0,12:5", "--asks", "2"], capture_output=True, text=True, cwd=ROOT,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    rows = re.findall(r"finished\s+(\d+)\s+running\s+(\d+):\s+([\d.]+) ms CPU per ask", run.stdout)
+    assert [(f, r) for f, r, _ in rows] == [("12", "0"), ("12", "5")]
+    assert all(float(ms) > 0 for _, _, ms in rows)
+    assert re.search(r"cuda_onchip: \d+ knobs", run.stdout)

@@ -106,6 +106,10 @@ class OptunaConfig(_Section):
 
     sampler: Literal["tpe", "random", "cmaes"] = Field("tpe", description="Optuna sampler per study")
     trials_per_structure: int = Field(60, ge=1, description="parameter evaluations per (family, structure) at most")
+    parents_with_budget: bool = Field(
+        True, description="the tuning operators (optuna_step, local_step) draw their parent only from structures with "
+        "Optuna trials left (the maturing ones' best and the island's members); false: from all (a parent of a spent "
+        "structure gives them no child: late in a 64-evaluator run most draws did, and the proposer drew again)")
 
 
 class SelectionSettings(_Section):

@@ -29,6 +29,7 @@ from population.models import Candidate, EvalResult, Origin, State
 from population.rng import rng_state_to_json
 from population.run import Run
 from search.config import RunConfig
+from search.engine.empty_families import EmptyFamilies
 from search.engine.evaluator_watch import EvaluatorWatch
 from search.engine.focus import Focus
 from search.engine.duels import Duels
@@ -43,7 +44,7 @@ from search.numbers import ms as fmt_ms, speedup as fmt_speedup
 from population.records import BASELINE_FAMILY
 from population.speedup import with_speedups
 from search.mutation.tuning import Tuner
-from search.engine.work_queue import WorkQueue
+from search.engine.work_queue import Queued, WorkQueue
 from search.engine.messages import EvalOutcome
 
 __all__ = ["SearchLoop"]
@@ -102,6 +103,9 @@ class SearchLoop:
         # Seconds each family's candidates took to compile ahead (a moving average of what the
         # evaluators reported): while an evaluator holds for a compiled request, cheap ones go first.
         self.compile_seconds: dict[str, float] = {}
+        # Families passed over while nothing of theirs changed since they had nothing to offer
+        # (search/engine/empty_families.py, evaluation.skip_empty_families).
+        self.empty = EmptyFamilies(self._family_stamp, config.evaluation.skip_empty_families)
 
     # --- state across resumes ------------------------------------------------------------
 
@@ -151,7 +155,7 @@ class SearchLoop:
 
     @property
     def finished(self) -> bool:
-        return bool(self.stop_requested) and not self.pool.inflight()
+        return bool(self.stop_requested) and not self.pool.inflight_count()
 
     def run_until_done(self, on_tick: Callable[[], None] | None = None) -> None:
         self.start()
@@ -159,7 +163,7 @@ class SearchLoop:
             self.step()
             if on_tick:
                 on_tick()
-            if self.stop_requested is None and not self.queue and not self.pool.inflight() and not self.human.paused \
+            if self.stop_requested is None and not self.queue and not self.pool.inflight_count() and not self.human.paused \
                     and not self.human.busy() and not self.duels.busy() and not self.llm_calls.jobs \
                     and self._nothing_to_propose():
                 if not any(self.run.champion(f) for f in self.proposer.searchable_families()):
@@ -240,15 +244,18 @@ class SearchLoop:
                 continue
             if self._budget_in_flight():
                 break  # the rest stay pending (a resume runs them)
-            if not self.queue and not self._propose_now():
-                break
-            if not self.queue:
-                break
-            item = self.queue.pop()
-            try:
-                cand = self.run.mark_running(item.candidate.id)  # the store checks it is still pending
-            except InvalidTransition:
-                continue  # no longer pending (queued twice, or finished meanwhile): nothing to run
+            if self.queue:
+                item = self.queue.pop()
+                try:
+                    cand = self.run.mark_running(item.candidate.id)  # the store checks it is still pending
+                except InvalidTransition:
+                    continue  # no longer pending (queued twice, or finished meanwhile): nothing to run
+            else:
+                # Stored already running: one commit per child, not two (resume re-queues running ones).
+                started = self._propose_now(start=True)
+                if started is None:
+                    break
+                item, cand = started, started.candidate
             self.queue.submitted(cand, item.source)
             self.pool.submit(self.requests(cand, item.source))
             free -= 1
@@ -295,25 +302,38 @@ class SearchLoop:
                 names.sort(key=lambda name: cost.get(name, 0.0))
         return names
 
-    def _propose_now(self) -> bool:
-        """An immediate operator's child for an evaluator that would otherwise idle."""
+    def _propose_now(self, start: bool = False) -> Queued | None:
+        """An immediate operator's child for an idle evaluator: queued, or (``start``) running, to submit."""
         # LLM calls in flight hold their place: their answers must still find room in the budget.
         room = self._evals_room()
         if room is not None and room - len(self.llm_calls.jobs) <= 0:
-            return False
+            return None
         inflight = self._inflight_by_structure()
         for family in self._families_in_order():
+            if self.empty.skip(family):
+                continue
             island = self.rng.randrange(len(self.run.population.family(family).islands))
             child = self.proposer.synchronous(family, island, inflight)
             if child is not None:
-                self._store_child(child)
-                return True
-        return False
+                return self._stored(child, start)
+            self.empty.came_back_empty(family)
+        return None
+
+    def _family_stamp(self, family: str) -> tuple[int, int, frozenset[str]]:
+        """What a family's offer of children depends on: its evaluations told, its children queued
+        or in flight, the retired structures (search/engine/empty_families.py)."""
+        return (self.run.population.family(family).evals, self.queue.by_family().get(family, 0),
+                self.proposer.retired)
 
     def _nothing_to_propose(self) -> bool:
-        return not self._propose_now() and self.llm_calls.off_or_paused()
+        self.empty.forget()  # a family only passed over must not end the run
+        return self._propose_now() is None and self.llm_calls.off_or_paused()
 
     def _store_child(self, child: Child) -> str:
+        return self._stored(child).candidate.id
+
+    def _stored(self, child: Child, start: bool = False) -> Queued:
+        """The child in the store, queued; with ``start``, marked running in the same commit instead."""
         with self.run.transaction():
             cand = self.run.add_candidate(child.new)
             if child.proposal is not None:
@@ -324,8 +344,10 @@ class SearchLoop:
                 self.run.store.set_json(NOTE_KEY.format(cid=cand.id), child.note)
             self.run.store.set_json(OPERATOR_KEY.format(cid=cand.id), child.operator)
             self._save_rng()
+            if start:
+                return Queued(self.run.mark_running(cand.id), child.new.source)
         self.enqueue(cand, child.new.source)
-        return cand.id
+        return Queued(cand, child.new.source)
 
     # --- budget and status ---------------------------------------------------------------
 
@@ -337,7 +359,7 @@ class SearchLoop:
         evaluation budget); proposals and LLM calls are bounded by it."""
         if self.max_evals is None:
             return None
-        return self.max_evals - self._evals_committed() - len(self.pool.inflight()) - len(self.queue)
+        return self.max_evals - self._evals_committed() - self.pool.inflight_count() - len(self.queue)
 
     def _check_evaluators(self) -> None:
         """Stop, resumable, once every evaluator has been gone too long (search/engine/evaluator_watch.py)."""
@@ -362,7 +384,7 @@ class SearchLoop:
         return DriverStatus(
             state=state, updated=time.time(), session_evaluations=self.stats.evaluations,
             evals_per_minute=round(self.stats.evals_per_minute(), 3), lost=self.stats.lost,
-            by_state=dict(self.stats.by_state), queue=len(self.queue), inflight=len(self.pool.inflight()),
+            by_state=dict(self.stats.by_state), queue=len(self.queue), inflight=self.pool.inflight_count(),
             llm_inflight=len(self.llm_calls.jobs), llm=self.llm_calls.off_reason or "on",
             evaluators=stats.evaluators, evaluators_ready=stats.ready,
             busy_fraction={k: round(v, 4) for k, v in stats.busy_fraction.items()},

@@ -64,6 +64,11 @@ class EvaluatorPool(Protocol):
 
     def inflight(self) -> list[str]: ...
 
+    def inflight_count(self) -> int:
+        """``len(inflight())`` without building the list: the loop asks per proposal, and at 64
+        evaluators a thousand requests are in flight (building the list was 9% of the driver)."""
+        ...
+
     def withdraw_queued(self) -> list[str]:
         """Take back every request not started yet (queued behind a running one), as their ids:
         the loop returns them to pending when it stops."""

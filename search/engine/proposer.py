@@ -95,16 +95,30 @@ class Proposer:
 
     def tuning_parent(self, family: str, island: int, inflight: Mapping[str, int]) -> Candidate | None:
         """Prefer a maturing structure that still has tuning budget: that is how a structural
-        change gets tuned before it has to beat the tuned champion."""
+        change gets tuned before it has to beat the tuned champion.  Never a retired structure's,
+        nor (``optuna.parents_with_budget``) one whose Optuna trial budget is used."""
         budget = self.config.maturation.tuning_budget
-        open_ = [s for s in self.run.population.maturing(family) if s.best_id and s.fingerprint not in self.retired
-                 and s.tuning_evals + inflight.get(s.fingerprint, 0) < budget]
+        skip = self._spent_or_retired(family, island)
+        open_ = [s for s in self.run.population.maturing(family) if s.best_id and s.fingerprint not in skip
+                 and s.tuning_evals + inflight.get(s.fingerprint, 0) < budget
+                 and not (self.config.optuna.parents_with_budget and self.tuner.known_spent(family, s.fingerprint))]
         if open_ and self.rng.random() < 0.75:
             rec = self.rng.choice(sorted(open_, key=lambda s: s.fingerprint))
             parent = self._find(family, rec.best_id)  # type: ignore[arg-type]
             if parent is not None:
                 return parent
-        return self.run.select_parent(family, island, self.retired)
+        return self.run.select_parent(family, island, skip)
+
+    def _spent_or_retired(self, family: str, island: int) -> frozenset[str]:
+        """The structures a tuning parent is not drawn from: the retired ones, and with
+        ``optuna.parents_with_budget`` those of the island that used their trial budget (a parent of
+        one gives the tuning operators no child: late in a 64-evaluator run most draws did, and the
+        few children came from retrying the draw, dozens of proposer calls per evaluation)."""
+        if not self.config.optuna.parents_with_budget:
+            return self.retired
+        spent = {m.fingerprint for m in self.run.population.members(family, island)
+                 if self.tuner.known_spent(family, m.fingerprint)}
+        return self.retired | spent if spent else self.retired
 
     # --- immediate proposals ------------------------------------------------------------
 

@@ -140,6 +140,9 @@ class RayPool:
         return [f.request.candidate_id for f in self._flights.values()] + \
             [r.candidate_id for s in self.slots for r in s.queue]
 
+    def inflight_count(self) -> int:
+        return len(self._flights) + sum(len(s.queue) for s in self.slots)
+
     def _collect_pings(self) -> None:
         pending = [s for s in self.slots if s.ping is not None]
         if not pending:

@@ -251,6 +251,11 @@ class Tuner:
             return index.used >= self.trials_per_structure
         return self.trials_used(family, fingerprint) >= self.trials_per_structure
 
+    def known_spent(self, family: str, fingerprint: str) -> bool:
+        """:meth:`spent` from what was read: False for a study not opened (opening would create it)."""
+        index = self._index.get(self.study_name(family, fingerprint))
+        return index is not None and index.used >= self.trials_per_structure
+
     def _distributions(self, space: type[ParamSpace]) -> dict[str, BaseDistribution]:
         dists = self._dists.get(space)
         if dists is None:
@@ -319,7 +324,8 @@ class Tuner:
         """``value`` is the fitness (geomean ms); None tells a failure."""
         study = self._load(study_name)
         for number in [trial_number, *self._echoes.pop((study_name, trial_number), [])]:
-            trial = study.get_trials(deepcopy=False)[number]
+            # The one trial, not a list of the study's every trial per tell (O(trials), 1-2 ms at 64 GPUs).
+            trial = self.storage.get_trial(self.storage.get_trial_id_from_study_id_trial_number(study._study_id, number))
             if trial.state.is_finished():
                 continue  # told before the driver died; a resume must not tell twice
             if value is None:

@@ -252,8 +252,8 @@ def execute(session: RunSession, address: str | None, console: Console, grace_s:
                 loop.write_status()
                 if loop.stop_requested and not stop_at:
                     stop_at.append(time.monotonic() + grace_s)
-                if stop_at and time.monotonic() > stop_at[0] and loop.pool.inflight():
-                    log(f"grace period over: {len(loop.pool.inflight())} evaluations stay queued for resume")
+                if stop_at and time.monotonic() > stop_at[0] and loop.pool.inflight_count():
+                    log(f"grace period over: {loop.pool.inflight_count()} evaluations stay queued for resume")
                     raise _Abandon()
 
             try:

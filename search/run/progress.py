@@ -49,7 +49,7 @@ def render(loop: SearchLoop, title: str) -> Group:
         llm += f", paused: {', '.join(paused)}" if paused else ""
     lines = [
         Text.assemble((title, "bold"), f"  {elapsed / 60:.1f} min  evals {s.evaluations} "
-                      f"({s.evals_per_minute():.1f}/min)  queue {len(loop.queue)}  running {len(loop.pool.inflight())}"),
+                      f"({s.evals_per_minute():.1f}/min)  queue {len(loop.queue)}  running {loop.pool.inflight_count()}"),
         Text(f"evaluators {pool.ready}/{pool.evaluators} up, busy {100 * pool.mean_busy:.0f}%  "
              f"verified {s.by_state.get(State.VERIFIED.value, 0)}  screened {s.by_state.get(State.SCREENED.value, 0)}"
              f"  lost {s.lost}"),
@@ -65,7 +65,7 @@ def render(loop: SearchLoop, title: str) -> Group:
     parts: list = [*lines, table]
     parts += [Text(line, style="green", overflow="ellipsis", no_wrap=True) for line in s.champions[-4:]]
     if loop.stop_requested:
-        waiting = _count(len(loop.pool.inflight()), "evaluation", "evaluations")
+        waiting = _count(loop.pool.inflight_count(), "evaluation", "evaluations")
         parts.append(Text(f"stopping ({loop.stop_requested}): waiting for {waiting}", style="yellow"))
     for part in parts:
         if isinstance(part, Text):

@@ -125,6 +125,9 @@ class FakePool:
     def inflight(self) -> list[str]:
         return [r.candidate_id for r in self._flight]
 
+    def inflight_count(self) -> int:
+        return len(self._flight)
+
     def withdraw_queued(self) -> list[str]:
         return []  # every request it takes is running: none is queued behind another
 

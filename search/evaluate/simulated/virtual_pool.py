@@ -109,6 +109,9 @@ class VirtualPool:
                 [req.candidate_id for ev in self.evaluators for _, req in ev.queue]
         return list(self._inflight)
 
+    def inflight_count(self) -> int:
+        return sum(self._load(ev) for ev in self.evaluators)  # 64 lengths, not a list of a thousand ids
+
     def holding(self) -> bool:
         return any(ev.starved_load is not None for ev in self.evaluators)
 

@@ -61,13 +61,13 @@ def test_a_submitted_request_comes_back_once_as_its_own_outcome(pool: EvaluatorP
     free = wait_for_slot(pool)
     assert free == 1  # one evaluator, no lookahead queue
     pool.submit(request("c0000007"))
-    assert pool.inflight() == ["c0000007"] and pool.free_slots() == 0
+    assert pool.inflight() == ["c0000007"] and pool.inflight_count() == 1 and pool.free_slots() == 0
     events = drain(pool, 1)
     assert len(events) == 1 and isinstance(events[0], Completed)
     outcome = events[0].outcome
     assert outcome.candidate_id == "c0000007" and outcome.state is State.VERIFIED, outcome.reason
     assert outcome.result.geomean_ms is not None and outcome.result.geomean_ms > 0
-    assert pool.inflight() == [] and pool.free_slots() == 1
+    assert pool.inflight() == [] and pool.inflight_count() == 0 and pool.free_slots() == 1
     assert drain(pool, 1, timeout=2.0) == []  # nothing comes back twice
 
 
@@ -109,6 +109,7 @@ def test_an_evaluator_with_two_lanes_runs_two_requests_at_once_and_returns_each_
     two_lanes.submit(request("c0000001"))
     two_lanes.submit(request("c0000002"))
     assert sorted(two_lanes.inflight()) == ["c0000001", "c0000002"] and two_lanes.free_slots() == 0
+    assert two_lanes.inflight_count() == 2
     with pytest.raises(RuntimeError, match="free slot"):
         two_lanes.submit(request("c0000003"))
     events = drain(two_lanes, 2)

@@ -72,8 +72,11 @@ def test_with_hold_for_ready_nothing_queued_starts_before_its_compile_is_done():
         while pool.free_slots() == 0:
             done += [e.outcome for e in pool.poll(0.0) if isinstance(e, Completed)]
         pool.submit(request(f"c{i}", families[i % len(families)]))
+        # running and queued both counted, as the list has them (the loop's budget reads the count)
+        assert pool.inflight_count() == len(pool.inflight()) == i + 1 - len(done)
     while pool.inflight():
         done += [e.outcome for e in pool.poll(0.0) if isinstance(e, Completed)]
+        assert pool.inflight_count() == len(pool.inflight()) == 40 - len(done)
     queued = [o.result.stage_seconds for o in done if o.result.stage_seconds["queued"] > 0]
     assert len(done) == 40 and queued
     # (Unless the head waited its case timeout: then it starts compiled or not.)
@@ -89,7 +92,9 @@ def test_a_hold_ends_when_its_queue_is_taken_back():
         pool.submit(request(cid, "lookahead_split"))  # long compiles: the lane holds once a finishes
     while not pool.holding():
         pool.poll(0.0)
+    assert pool.inflight_count() == len(pool.inflight()) == 2  # a finished: b and c queued
     assert sorted(pool.withdraw_queued()) == ["b", "c"]  # the loop stops: queued work goes back
+    assert pool.inflight_count() == 0
     pool.poll(0.0)
     assert not pool.holding() and pool.poll(0.0) == [] and pool.inflight() == []
 

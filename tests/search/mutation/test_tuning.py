@@ -221,3 +221,21 @@ def test_the_kept_index_agrees_with_a_scan_of_every_trial(tmp_path):
     again = Tuner(path, seed=5)
     assert again.trials_used("fam", "fp") == n
     assert again.asked("fam", "fp") == tuner.asked("fam", "fp")
+
+
+def test_a_tell_finds_its_trial_by_study_and_number_and_never_tells_twice(tmp_path):
+    """Trial numbers count per study, trial ids over the whole journal: asks of two studies
+    interleaved, each tell lands on its own study's trial; a second tell (a resume's) changes nothing."""
+    tuner = Tuner(tmp_path / "j.log", seed=4)
+    asked = []
+    for i in range(6):
+        fp = "fpA" if i % 2 else "fpB"
+        p = tuner.ask("fam", fp, Space, DEFAULTS)
+        tuner.bind(p, f"c{i}")
+        asked.append(p)
+    for i, p in enumerate(asked):
+        tuner.tell(p.study, p.trial_number, 10.0 + i)
+    tuner.tell(asked[0].study, asked[0].trial_number, 99.0)
+    for i, p in enumerate(asked):
+        trial = tuner._load(p.study).get_trials()[p.trial_number]
+        assert trial.user_attrs[TRIAL_ATTR_CANDIDATE] == f"c{i}" and trial.value == 10.0 + i
