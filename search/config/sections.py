@@ -106,6 +106,11 @@ class OptunaConfig(_Section):
 
     sampler: Literal["tpe", "random", "cmaes"] = Field("tpe", description="Optuna sampler per study")
     trials_per_structure: int = Field(60, ge=1, description="parameter evaluations per (family, structure) at most")
+    carry_gains: bool = Field(
+        False, description="a child that beat its parent while another member of its island and structure was "
+        "faster still (with many evaluators, a child proposed before its siblings' results came back) has its moved "
+        "knobs (at most 3) applied to that faster member, and the freshest such point is its family's next child "
+        "(a trial of the structure's study); false: the gain waits until a later step moves the same knobs")
 
 
 class SelectionSettings(_Section):
@@ -116,6 +121,10 @@ class SelectionSettings(_Section):
         "rank_softmax: drawn with probability falling with rank")
     tournament_size: int = Field(3, ge=1, description="members drawn per tournament")
     temperature: float = Field(0.5, gt=0, description="rank-softmax temperature (small: greedy)")
+    inflight_penalty: float = Field(
+        0.0, ge=0, description="ranks a member competes below its own per child of it queued or running: with many "
+        "evaluators, a parent whose neighbourhood is being measured is drawn less, so the children in flight spread "
+        "over more of the island; 0: children in flight do not count")
 
 
 class MigrationSettings(_Section):

@@ -82,6 +82,7 @@ class SearchLoop:
         self.proposer = Proposer(config, run, tuner, families, self.rng, llm=llm)
         self.llm_calls = LLMCalls(llm, run, self.proposer, self.rng, log)  # the LLM operators' calls in flight
         self.queue = WorkQueue()  # candidates with their sources: pending, and sent to evaluators
+        self.proposer.busy_parents = self.queue.by_parent()  # selection.inflight_penalty's counts
         self.losses: collections.Counter = collections.Counter()
         self.stats = LoopStats()
         self.stop_requested: str | None = None
@@ -200,6 +201,7 @@ class SearchLoop:
             told = result.screen.get("estimate_ms")  # the screened value, on the fitness scale
         self._tell_tuner(outcome.candidate_id, told)
         self.focus.after_tell(family)
+        self.proposer.told(report.candidate)
         self.stats.evaluations += 1
         self.stats.by_state[state.value] += 1
         cand = report.candidate

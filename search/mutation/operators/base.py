@@ -73,6 +73,10 @@ class ProposalContext(Protocol):
 
     def tuning_parent(self, family: str, island: int, inflight: Mapping[str, int]) -> Candidate | None: ...
 
+    def select_parent(self, family: str, island: int) -> Candidate | None:
+        """A parent by the selection rule (children in flight counted: ``selection.inflight_penalty``)."""
+        ...
+
     def fresh(self, new: NewCandidate) -> bool:
         """True once per (source, params): a False child would repeat an existing candidate."""
         ...
