@@ -113,6 +113,7 @@ def run_one(args: argparse.Namespace, evaluators: int, seed: int, runs_dir: Path
                 for f in searched if (c := loop.run.champion(f)) is not None},
             "load": [round(x, 2) for x in os.getloadavg()],
             "leads": {"noted": loop.proposer.leads.noted, "carried": loop.proposer.leads.carried},
+            "withdrawn": loop.stats.withdrawn,
             "virtual_minutes": round(pool.now / 60, 1), "busy": round(stats.mean_busy, 4),
             "wall_s": round(time.monotonic() - started, 1), "stop": loop.stop_requested}
 

@@ -106,6 +106,11 @@ class EvaluationConfig(_Section):
         "children (evaluated plus in flight); false: the fastest first whatever they had, which at many "
         "evaluators gives most evaluations to the families that compile fast, converged or not (at 16 simulated "
         "evaluators 80% went to two families of five)")
+    withdraw_overtaken: bool = Field(
+        False, description="when a candidate becomes its island's best of its structure, the children of the best "
+        "it displaced that are still queued on an evaluator (not started) are taken back: recorded rejected "
+        "('withdrawn before it started'), their Optuna trials pruned and given back to the structure's budget; "
+        "false: they run as proposed")
 
     @model_validator(mode="before")
     @classmethod

@@ -43,6 +43,7 @@ from search.numbers import ms as fmt_ms, speedup as fmt_speedup
 from population.records import BASELINE_FAMILY
 from population.speedup import with_speedups
 from search.mutation.tuning import Tuner
+from search.engine.withdrawal import withdraw_overtaken
 from search.engine.work_queue import WorkQueue
 from search.engine.messages import EvalOutcome
 
@@ -57,6 +58,7 @@ class LoopStats:
     evaluations: int = 0  # finished GPU/CPU evaluations in this session
     by_state: collections.Counter = field(default_factory=collections.Counter)
     lost: int = 0
+    withdrawn: int = 0  # queued children taken back, their parent overtaken (evaluation.withdraw_overtaken)
     llm_calls: int = 0
     llm_errors: int = 0
     driver_s: float = 0.0  # time spent in the loop itself, not waiting on evaluators
@@ -202,6 +204,8 @@ class SearchLoop:
         self._tell_tuner(outcome.candidate_id, told)
         self.focus.after_tell(family)
         self.proposer.told(report.candidate)
+        if self.config.evaluation.withdraw_overtaken and state is State.VERIFIED:
+            self.stats.withdrawn += len(withdraw_overtaken(self.run, self.pool, self.queue, self.tuner, report.candidate))
         self.stats.evaluations += 1
         self.stats.by_state[state.value] += 1
         cand = report.candidate
