@@ -106,6 +106,12 @@ class OptunaConfig(_Section):
 
     sampler: Literal["tpe", "random", "cmaes"] = Field("tpe", description="Optuna sampler per study")
     trials_per_structure: int = Field(60, ge=1, description="parameter evaluations per (family, structure) at most")
+    tpe_max_inflight: Optional[int] = Field(
+        None, ge=1, description="Optuna's TPE asks (optuna_step) for a structure only while fewer than this many of "
+        "its children are queued or running; beyond, the other immediate operators make the child (parameter "
+        "crossover, then the local step): with dozens in flight, TPE's asks, none told the others' outcomes, were "
+        "near-random (at 64 simulated evaluators 2 of 307 beat their parent in cuda_blocked, 3 of 89 at one); "
+        "none: no limit")
     carry_gains: bool = Field(
         False, description="a child that beat its parent while another member of its island and structure was "
         "faster still (with many evaluators, a child proposed before its siblings' results came back) has its moved "

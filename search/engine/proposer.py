@@ -74,6 +74,7 @@ class Proposer:
         self.tried: set[tuple[str, str]] = set()
         # Set by search.engine.human: structures an engineer retired, and their notes for prompts.
         self.retired: frozenset[str] = frozenset()
+        self.tpe_max_inflight = config.optuna.tpe_max_inflight
         self.human_notes: Callable[[str], list[str]] | None = None
         self.bench_cases = list(get_suite(config.evaluation.bench_suite))
         # The configured operators in registry order (the order of every weighted draw).

@@ -70,6 +70,7 @@ class ProposalContext(Protocol):
     families: Mapping[str, KernelFamily]
     rng: random.Random
     retired: frozenset[str]  # structures an engineer retired: never tuned, never a parent
+    tpe_max_inflight: int | None  # optuna.tpe_max_inflight: TPE gives way past this many children in flight
 
     def tuning_parent(self, family: str, island: int, inflight: Mapping[str, int]) -> Candidate | None: ...
 

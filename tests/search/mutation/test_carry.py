@@ -133,3 +133,19 @@ def test_a_parent_with_children_in_flight_is_drawn_less_with_an_inflight_penalty
         best_id = best.id
     assert picks[1.0][best_id] < picks[0.0][best_id] / 2
     assert sum(picks[1.0].values()) == 400
+
+
+def test_tpe_gives_way_to_the_local_step_once_a_structure_is_crowded(tmp_path, families):
+    """``optuna.tpe_max_inflight`` (the proposer adapting to parallelism; tested here with the same
+    toy island): past the limit of children in flight, the optuna_step declines and the next
+    operator makes the child; under it, TPE asks as before."""
+    cfg = config(tmp_path, optuna=OptunaConfig(tpe_max_inflight=3),
+                 mutation=MutationMix({"optuna_step": 1.0, "local_step": 0.0}))
+    loop = make_loop(cfg, families)
+    _island(loop)
+    for _ in range(3):
+        assert loop.proposer.synchronous("toy", 0, {FP: 2}).operator == "optuna_step"
+        assert loop.proposer.synchronous("toy", 0, {FP: 3}).operator == "local_step"
+    unlimited = make_loop(config(tmp_path / "u", mutation=cfg.mutation), families)
+    _island(unlimited)
+    assert unlimited.proposer.synchronous("toy", 0, {FP: 50}).operator == "optuna_step"
