@@ -94,7 +94,8 @@ def run_one(args: argparse.Namespace, evaluators: int, seed: int, runs_dir: Path
             true = land.geomean_ms(champion.params) * pool.gpu.landscape.structure_factor(family, champion.fingerprint)
             if true <= (1 + WITHIN) * land.optimum_ms:
                 reached[family] = loop.stats.evaluations
-                own[family] = loop.run.population.family(family).evals
+                # Withdrawn children are told (rejected) but never ran: no evaluation of the family's.
+                own[family] = loop.run.population.family(family).evals - loop.stats.withdrawn[family]
         if len(reached) == len(searched):
             loop.request_stop("every family within 1% of its optimum")
 
@@ -113,7 +114,7 @@ def run_one(args: argparse.Namespace, evaluators: int, seed: int, runs_dir: Path
                 for f in searched if (c := loop.run.champion(f)) is not None},
             "load": [round(x, 2) for x in os.getloadavg()],
             "leads": {"noted": loop.proposer.leads.noted, "carried": loop.proposer.leads.carried},
-            "withdrawn": loop.stats.withdrawn,
+            "withdrawn": dict(loop.stats.withdrawn),
             "virtual_minutes": round(pool.now / 60, 1), "busy": round(stats.mean_busy, 4),
             "wall_s": round(time.monotonic() - started, 1), "stop": loop.stop_requested}
 

@@ -58,7 +58,8 @@ class LoopStats:
     evaluations: int = 0  # finished GPU/CPU evaluations in this session
     by_state: collections.Counter = field(default_factory=collections.Counter)
     lost: int = 0
-    withdrawn: int = 0  # queued children taken back, their parent overtaken (evaluation.withdraw_overtaken)
+    # Queued children taken back, their parent overtaken (evaluation.withdraw_overtaken), per family.
+    withdrawn: collections.Counter = field(default_factory=collections.Counter)
     llm_calls: int = 0
     llm_errors: int = 0
     driver_s: float = 0.0  # time spent in the loop itself, not waiting on evaluators
@@ -205,7 +206,8 @@ class SearchLoop:
         self.focus.after_tell(family)
         self.proposer.told(report.candidate)
         if self.config.evaluation.withdraw_overtaken and state is State.VERIFIED:
-            self.stats.withdrawn += len(withdraw_overtaken(self.run, self.pool, self.queue, self.tuner, report.candidate))
+            self.stats.withdrawn[family] += len(withdraw_overtaken(self.run, self.pool, self.queue, self.tuner,
+                                                                   report.candidate))
         self.stats.evaluations += 1
         self.stats.by_state[state.value] += 1
         cand = report.candidate
@@ -294,7 +296,9 @@ class SearchLoop:
                 # Cheapest first alone gave the families that compile fast most of the evaluations
                 # once many evaluators held (80% to two of five at 16), long after they had converged.
                 inflight = self.queue.by_family()
-                had = {name: self.run.population.family(name).evals + inflight.get(name, 0) for name in names}
+                # A withdrawn child is told (rejected) but never ran: it is no share of the evaluations.
+                had = {name: self.run.population.family(name).evals - self.stats.withdrawn[name] + inflight.get(name, 0)
+                       for name in names}
                 share = sum(had.values()) / len(names)
                 names.sort(key=lambda name: (had[name] > share, cost.get(name, 0.0)))
             else:

@@ -76,7 +76,7 @@ def test_the_displaced_bests_queued_children_are_withdrawn_and_their_trials_give
     used = loop.tuner.trials_used("toy", FP)
     _tell(loop, newcomer, 2.0)  # the island's best now, in place of `best`
     assert loop.pool.withdrawn == kids[1:]  # not the running one, not the other member's child
-    assert loop.stats.withdrawn == 2 and set(loop.queue.sent) == {kids[0], cousin}
+    assert loop.stats.withdrawn == {"toy": 2} and set(loop.queue.sent) == {kids[0], cousin}
     store = loop.run.store
     study = loop.tuner.study("toy", FP).get_trials(deepcopy=False)
     for cid in kids[1:]:
