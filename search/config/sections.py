@@ -110,7 +110,7 @@ class OptunaConfig(_Section):
         None, ge=1, description="Optuna's TPE asks (optuna_step) for a structure only while fewer than this many of "
         "its children are queued or running; beyond, the other immediate operators make the child (parameter "
         "crossover, then the local step): with dozens in flight, TPE's asks, none told the others' outcomes, were "
-        "near-random (at 64 simulated evaluators 2 of 307 beat their parent in cuda_blocked, 3 of 89 at one); "
+        "near-random (at 64 simulated evaluators 2 of 307 beat their parent in cuda_blocked, 4 of 118 at one); "
         "none: no limit")
     carry_gains: bool = Field(
         False, description="a child that beat its parent while another member of its island and structure was "

@@ -1,5 +1,8 @@
-"""Carrying a stale child's gain forward (``optuna.carry_gains``): which gains become leads, what
-child a lead makes, and that the loop runs with it (every carried child a trial, told once)."""
+"""The proposer's behaviours for many evaluators on one toy island: carrying a stale child's gain
+forward (``optuna.carry_gains``: which gains become leads, what child a lead makes, and that the
+loop runs with it, every carried child a trial told once), parents drawn with their children in
+flight counted (``selection.inflight_penalty``), and TPE giving way when a structure is crowded
+(``optuna.tpe_max_inflight``)."""
 
 from __future__ import annotations
 
