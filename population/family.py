@@ -103,10 +103,13 @@ class Family:
             exempt.add(self.champion.id)
         return exempt
 
-    def select_parent(self, island: int, exclude: frozenset[str] = frozenset()) -> Candidate | None:
-        """A parent by the selection rule; ``exclude`` holds fingerprints not to build on (retired)."""
+    def select_parent(self, island: int, exclude: frozenset[str] = frozenset(),
+                      handicap: Callable[[Candidate], float] | None = None) -> Candidate | None:
+        """A parent by the selection rule; ``exclude`` holds fingerprints not to build on (retired);
+        ``handicap``: ranks a member competes below its own (see :func:`population.selection.select`)."""
         ranked = [m for m in self.island(island).ranked() if m.fingerprint not in exclude]
-        return select(ranked, self.rng, self.config.selection)
+        return select(ranked, self.rng, self.config.selection,
+                      [handicap(m) for m in ranked] if handicap is not None else None)
 
     def is_disputed(self, cid: str) -> bool:
         return cid in self.disputed

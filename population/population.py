@@ -46,11 +46,12 @@ class Population:
 
     # --- what the driver asks --------------------------------------------------------------
 
-    def select_parent(self, family: str, island: int = 0, exclude: frozenset[str] = frozenset()) -> Candidate | None:
+    def select_parent(self, family: str, island: int = 0, exclude: frozenset[str] = frozenset(),
+                      handicap: Callable[[Candidate], float] | None = None) -> Candidate | None:
         """A parent from the island's verified members (not of the ``exclude`` structures), or None."""
         fam = self.family(family)
         self.dirty_rngs.add(family)
-        return fam.select_parent(island, exclude)
+        return fam.select_parent(island, exclude, handicap)
 
     def champion(self, family: str) -> Candidate | None:
         return self.family(family).champion

@@ -121,8 +121,9 @@ class Run:
 
     # --- reading the population ------------------------------------------------------------
 
-    def select_parent(self, family: str, island: int = 0, exclude: frozenset[str] = frozenset()) -> Candidate | None:
-        return self.population.select_parent(family, island, exclude)
+    def select_parent(self, family: str, island: int = 0, exclude: frozenset[str] = frozenset(),
+                      handicap: Callable[[Candidate], float] | None = None) -> Candidate | None:
+        return self.population.select_parent(family, island, exclude, handicap)
 
     def champion(self, family: str) -> Candidate | None:
         return self.population.champion(family)

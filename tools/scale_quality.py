@@ -1,7 +1,7 @@
 """Search quality against parallelism on the synthetic landscape (not a test).
 
     .venv/bin/python tools/scale_quality.py [--evaluators 1,8,64,256] [--seeds 5] [--first-seed 1] [--max-evals 4000]
-        [--config runs/multi-gpu.yaml] [--out DIR]
+        [--config runs/multi-gpu.yaml] [--set SECTION.KEY=VALUE] [--out DIR]
 
 For each evaluator count and run seed, the real loop (proposer, Optuna, population, store,
 cascade, duels) searches the config's families on simulated GPUs in virtual time
@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -52,6 +54,10 @@ def quality_config(args: argparse.Namespace, seed: int, runs_dir: Path, name: st
     data["llm"].update(base_url=None, models=[])
     if args.queue_total is not None:
         data["evaluation"]["compile_ahead_total"] = args.queue_total or None
+    for setting in args.set:  # section.key=value, the value read as YAML (true, 3, 0.5, null)
+        path, _, value = setting.partition("=")
+        section, _, key = path.partition(".")
+        data[section][key] = yaml.safe_load(value)
     return RunConfig.model_validate(data)
 
 
@@ -88,7 +94,8 @@ def run_one(args: argparse.Namespace, evaluators: int, seed: int, runs_dir: Path
             true = land.geomean_ms(champion.params) * pool.gpu.landscape.structure_factor(family, champion.fingerprint)
             if true <= (1 + WITHIN) * land.optimum_ms:
                 reached[family] = loop.stats.evaluations
-                own[family] = loop.run.population.family(family).evals
+                # Withdrawn children are told (rejected) but never ran: no evaluation of the family's.
+                own[family] = loop.run.population.family(family).evals - loop.stats.withdrawn[family]
         if len(reached) == len(searched):
             loop.request_stop("every family within 1% of its optimum")
 
@@ -106,6 +113,8 @@ def run_one(args: argparse.Namespace, evaluators: int, seed: int, runs_dir: Path
                 f, c.fingerprint) / lands[f].optimum_ms - 1), 2)
                 for f in searched if (c := loop.run.champion(f)) is not None},
             "load": [round(x, 2) for x in os.getloadavg()],
+            "leads": {"noted": loop.proposer.leads.noted, "carried": loop.proposer.leads.carried},
+            "withdrawn": dict(loop.stats.withdrawn),
             "virtual_minutes": round(pool.now / 60, 1), "busy": round(stats.mean_busy, 4),
             "wall_s": round(time.monotonic() - started, 1), "stop": loop.stop_requested}
 
@@ -125,6 +134,8 @@ def main() -> int:
     ap.add_argument("--config", type=Path, default=ROOT / "runs" / "multi-gpu.yaml")
     ap.add_argument("--queue-total", type=int, default=None,
                     help="evaluation.compile_ahead_total (0: none; default: the config's)")
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                    help="a config key for every run, e.g. optuna.carry_gains=true (repeatable)")
     ap.add_argument("--out", type=Path, default=Path("/tmp/qrsearch-quality"))
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)

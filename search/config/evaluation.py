@@ -112,6 +112,11 @@ class EvaluationConfig(_Section):
         "structure is retired (at 64 evaluators empty proposals were 6 to 18 per evaluation, most of the driver's "
         "CPU); 0: every family is tried again for every free slot. Parents and Optuna's points are drawn at random, "
         "so a retry may find a child: the limit keeps a family with nothing in flight in the draw")
+    withdraw_overtaken: bool = Field(
+        False, description="when a candidate becomes its island's best of its structure, the children of the best "
+        "it displaced that are still queued on an evaluator (not started) are taken back: recorded rejected "
+        "('withdrawn before it started'), their Optuna trials pruned and given back to the structure's budget; "
+        "false: they run as proposed")
 
     @model_validator(mode="before")
     @classmethod

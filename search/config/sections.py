@@ -110,6 +110,17 @@ class OptunaConfig(_Section):
         True, description="the tuning operators (optuna_step, local_step) draw their parent only from structures with "
         "Optuna trials left (the maturing ones' best and the island's members); false: from all (a parent of a spent "
         "structure gives them no child: late in a 64-evaluator run most draws did, and the proposer drew again)")
+    tpe_max_inflight: Optional[int] = Field(
+        None, ge=1, description="Optuna's TPE asks (optuna_step) for a structure only while fewer than this many of "
+        "its children are queued or running; beyond, the other immediate operators make the child (parameter "
+        "crossover, then the local step): with dozens in flight, TPE's asks, none told the others' outcomes, were "
+        "near-random (at 64 simulated evaluators 2 of 307 beat their parent in cuda_blocked, 4 of 118 at one); "
+        "none: no limit")
+    carry_gains: bool = Field(
+        False, description="a child that beat its parent while another member of its island and structure was "
+        "faster still (with many evaluators, a child proposed before its siblings' results came back) has its moved "
+        "knobs (at most 3) applied to that faster member, and the freshest such point is its family's next child "
+        "(a trial of the structure's study); false: the gain waits until a later step moves the same knobs")
 
 
 class SelectionSettings(_Section):
@@ -120,6 +131,10 @@ class SelectionSettings(_Section):
         "rank_softmax: drawn with probability falling with rank")
     tournament_size: int = Field(3, ge=1, description="members drawn per tournament")
     temperature: float = Field(0.5, gt=0, description="rank-softmax temperature (small: greedy)")
+    inflight_penalty: float = Field(
+        0.0, ge=0, description="ranks a member competes below its own per child of it queued or running: with many "
+        "evaluators, a parent whose neighbourhood is being measured is drawn less, so the children in flight spread "
+        "over more of the island; 0: children in flight do not count")
 
 
 class MigrationSettings(_Section):

@@ -44,6 +44,7 @@ from search.numbers import ms as fmt_ms, speedup as fmt_speedup
 from population.records import BASELINE_FAMILY
 from population.speedup import with_speedups
 from search.mutation.tuning import Tuner
+from search.engine.withdrawal import withdraw_overtaken
 from search.engine.work_queue import Queued, WorkQueue
 from search.engine.messages import EvalOutcome
 
@@ -58,6 +59,8 @@ class LoopStats:
     evaluations: int = 0  # finished GPU/CPU evaluations in this session
     by_state: collections.Counter = field(default_factory=collections.Counter)
     lost: int = 0
+    # Queued children taken back, their parent overtaken (evaluation.withdraw_overtaken), per family.
+    withdrawn: collections.Counter = field(default_factory=collections.Counter)
     llm_calls: int = 0
     llm_errors: int = 0
     driver_s: float = 0.0  # time spent in the loop itself, not waiting on evaluators
@@ -83,6 +86,7 @@ class SearchLoop:
         self.proposer = Proposer(config, run, tuner, families, self.rng, llm=llm)
         self.llm_calls = LLMCalls(llm, run, self.proposer, self.rng, log)  # the LLM operators' calls in flight
         self.queue = WorkQueue()  # candidates with their sources: pending, and sent to evaluators
+        self.proposer.busy_parents = self.queue.by_parent()  # selection.inflight_penalty's counts
         self.losses: collections.Counter = collections.Counter()
         self.stats = LoopStats()
         self.stop_requested: str | None = None
@@ -204,6 +208,10 @@ class SearchLoop:
             told = result.screen.get("estimate_ms")  # the screened value, on the fitness scale
         self._tell_tuner(outcome.candidate_id, told)
         self.focus.after_tell(family)
+        self.proposer.told(report.candidate)
+        if self.config.evaluation.withdraw_overtaken and state is State.VERIFIED:
+            self.stats.withdrawn[family] += len(withdraw_overtaken(self.run, self.pool, self.queue, self.tuner,
+                                                                   report.candidate))
         self.stats.evaluations += 1
         self.stats.by_state[state.value] += 1
         cand = report.candidate
@@ -295,7 +303,9 @@ class SearchLoop:
                 # Cheapest first alone gave the families that compile fast most of the evaluations
                 # once many evaluators held (80% to two of five at 16), long after they had converged.
                 inflight = self.queue.by_family()
-                had = {name: self.run.population.family(name).evals + inflight.get(name, 0) for name in names}
+                # A withdrawn child is told (rejected) but never ran: it is no share of the evaluations.
+                had = {name: self.run.population.family(name).evals - self.stats.withdrawn[name] + inflight.get(name, 0)
+                       for name in names}
                 share = sum(had.values()) / len(names)
                 names.sort(key=lambda name: (had[name] > share, cost.get(name, 0.0)))
             else:

@@ -74,6 +74,11 @@ class EvaluatorPool(Protocol):
         the loop returns them to pending when it stops."""
         ...
 
+    def withdraw(self, candidate_ids: Collection[str]) -> list[str]:
+        """Take back those of ``candidate_ids`` not started yet (queued behind a running one), as their
+        ids: they never run and never come back from :meth:`poll`; the others run on."""
+        ...
+
     def holding(self) -> bool:
         """True while an evaluator keeps a lane free because every request queued for it is still
         compiling: the request it asks for next should be cheap to compile."""

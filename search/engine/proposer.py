@@ -31,6 +31,7 @@ from search.mutation.operators import Child, ImmediateOperator, KernelFamily, LL
 from search.engine.prompt import Inspiration, ParentView, PromptAttempt, PromptContext, build_messages
 from population.records import BASELINE_FAMILY
 from population.speedup import with_speedups
+from search.mutation.carry import OPERATOR as CARRIED, Leads
 from search.mutation.tuning import Tuner
 
 __all__ = ["Child", "KernelFamily", "LLMJob", "NOTE_KEY", "OPERATOR_KEY", "Proposer", "RejectedEdit", "TRIAL_KEY", "seed_children"]
@@ -73,6 +74,7 @@ class Proposer:
         self.tried: set[tuple[str, str]] = set()
         # Set by search.engine.human: structures an engineer retired, and their notes for prompts.
         self.retired: frozenset[str] = frozenset()
+        self.tpe_max_inflight = config.optuna.tpe_max_inflight
         self.human_notes: Callable[[str], list[str]] | None = None
         self.bench_cases = list(get_suite(config.evaluation.bench_suite))
         # The configured operators in registry order (the order of every weighted draw).
@@ -84,6 +86,9 @@ class Proposer:
             (op, w) for op, w in chosen if isinstance(op, LLMOperator) and op.needs_llm]
         self._baseline: tuple[str, EvalResult] | None = None  # (champion id, its result), parsed once
         self._operator_state: dict[str, object] = {}
+        self.leads = Leads()  # stale children's gains, carried forward (optuna.carry_gains)
+        # Children queued or running per parent id (the loop's WorkQueue.by_parent, a live view).
+        self.busy_parents: Mapping[str, int] = {}
 
     # --- parents -------------------------------------------------------------------------
 
@@ -107,7 +112,7 @@ class Proposer:
             parent = self._find(family, rec.best_id)  # type: ignore[arg-type]
             if parent is not None:
                 return parent
-        return self.run.select_parent(family, island, skip)
+        return self.select_parent(family, island, skip)
 
     def _spent_or_retired(self, family: str, island: int) -> frozenset[str]:
         """The structures a tuning parent is not drawn from: the retired ones, and with
@@ -120,6 +125,15 @@ class Proposer:
                  if self.tuner.known_spent(family, m.fingerprint)}
         return self.retired | spent if spent else self.retired
 
+    def select_parent(self, family: str, island: int, skip: frozenset[str] | None = None) -> Candidate | None:
+        """A parent by the selection rule, not of the structures in ``skip`` (default: the retired
+        ones), a member with children in flight handicapped by ``selection.inflight_penalty`` ranks per child."""
+        skip = self.retired if skip is None else skip
+        penalty, busy = self.config.selection.inflight_penalty, self.busy_parents
+        if penalty <= 0 or not busy:
+            return self.run.select_parent(family, island, skip)
+        return self.run.select_parent(family, island, skip, lambda m: penalty * busy.get(m.id, 0))
+
     # --- immediate proposals ------------------------------------------------------------
 
     def synchronous(self, family: str, island: int, inflight: Mapping[str, int]) -> Child | None:
@@ -127,6 +141,8 @@ class Proposer:
         others in registry order (weight 0 included: an idle evaluator is worse than any child)."""
         if not self.immediate:
             return None
+        if self.config.optuna.carry_gains and (carried := self.leads.propose(self, family)) is not None:
+            return replace(carried, operator=CARRIED)
         ops = [op for op, _ in self.immediate]
         weights = [w for _, w in self.immediate]
         if sum(weights) <= 0:
@@ -138,6 +154,11 @@ class Proposer:
             if child is not None:
                 return replace(child, operator=op.name)
         return None
+
+    def told(self, candidate: Candidate) -> None:
+        """A finished child: with ``optuna.carry_gains``, its gain over a parent overtaken meanwhile is kept."""
+        if self.config.optuna.carry_gains and candidate.parent_ids:
+            self.leads.note(self, candidate, self._find(candidate.family, candidate.parent_ids[0]))
 
     def untried(self, parent_source_sha256: str, params: Mapping[str, JsonScalar]) -> bool:
         key = (parent_source_sha256, canonical_params(params))
@@ -213,7 +234,7 @@ class Proposer:
 
     def start_llm(self, family: str, island: int, model: LLMModel) -> LLMJob | None:
         assert self.llm is not None
-        parent = self.run.select_parent(family, island, self.retired)
+        parent = self.select_parent(family, island)
         if parent is None:
             return None
         picked = self._llm_parents(parent, island)

@@ -29,6 +29,7 @@ class WorkQueue:
         # was O(in flight), a thousand candidates at 64 evaluators.
         self._counts: collections.Counter[str] = collections.Counter()
         self._families: collections.Counter[str] = collections.Counter()  # the same per family
+        self._parents: collections.Counter[str] = collections.Counter()  # the same per parent (each of a child's)
 
     def __len__(self) -> int:
         return len(self.pending)
@@ -68,9 +69,13 @@ class WorkQueue:
     def _count(self, cand: Candidate) -> None:
         self._counts[cand.fingerprint] += 1
         self._families[cand.family] += 1
+        for parent in cand.parent_ids:
+            self._parents[parent] += 1
 
     def _uncount(self, item: Queued) -> None:
-        for counts, key in ((self._counts, item.candidate.fingerprint), (self._families, item.candidate.family)):
+        cand = item.candidate
+        keys = [(self._counts, cand.fingerprint), (self._families, cand.family)]
+        for counts, key in keys + [(self._parents, parent) for parent in cand.parent_ids]:
             counts[key] -= 1
             if counts[key] <= 0:
                 del counts[key]
@@ -79,6 +84,10 @@ class WorkQueue:
         """Pending plus sent (queued or running on an evaluator) candidates per structure
         fingerprint: a read-only view, current as the queue changes."""
         return types.MappingProxyType(self._counts)
+
+    def by_parent(self) -> Mapping[str, int]:
+        """Pending plus sent children per parent id (a crossover's counts for both parents)."""
+        return types.MappingProxyType(self._parents)
 
     def by_family(self) -> Mapping[str, int]:
         """Pending plus sent candidates per family, as :meth:`by_structure` counts them."""

@@ -103,6 +103,10 @@ class EvaluatorActor:
     def compiled(self, candidate_ids: list[str]) -> list[str]:
         return self.worker.compiled(candidate_ids)
 
+    @ray.method(concurrency_group="ahead")  # after the prefetch that announced it, in order
+    def withdraw(self, candidate_id: str) -> None:
+        self.worker.withdraw(candidate_id)
+
     @ray.method(concurrency_group="ahead")
     def compile_room(self) -> int:
         return self.worker.compile_room()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
@@ -183,6 +183,21 @@ class RayPool:
         for slot in self.slots:
             out += [r.candidate_id for r in slot.queue]
             slot.queue.clear()
+        return out
+
+    def withdraw(self, candidate_ids: Collection[str]) -> list[str]:
+        """Take back those of ``candidate_ids`` still queued on an evaluator; each one's compile ahead
+        is stopped there (a question about its queue already out is answered for the queue as it
+        is then: a withdrawn id in the answer is never started, see :meth:`_ready_answered`)."""
+        wanted, out = set(candidate_ids), []
+        for slot in self.slots:
+            gone = [r.candidate_id for r in slot.queue if r.candidate_id in wanted]
+            if not gone:
+                continue
+            slot.queue = [r for r in slot.queue if r.candidate_id not in wanted]
+            for cid in gone:
+                slot.actor.withdraw.remote(cid)
+            out += gone
         return out
 
     def _start(self, slot: Slot, request: EvalRequest) -> None:

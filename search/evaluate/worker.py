@@ -115,6 +115,17 @@ class Worker:
                 return False
             return self._announce(request)
 
+    def withdraw(self, candidate_id: str) -> None:
+        """A prefetched candidate the pool took back before it started: stop compiling it."""
+        if self.ahead is None:
+            return
+        with self._announcing:
+            if candidate_id in self._running:
+                return  # started after all (it was not queued by the time this came): it needs its kernels
+            self.ahead.cancel(candidate_id)
+        with self._lock:
+            self._first_sizes.pop(candidate_id, None)
+
     def _announce(self, request: EvalRequest) -> bool:
         assert self.ahead is not None
         path = materialize(request.source, self.workdir / "candidates")

@@ -317,6 +317,21 @@ class Tuner:
         self._load(proposal.study).tell(proposal.trial_number, state=TrialState.PRUNED)
         self.flush()
 
+    def withdraw(self, study_name: str, trial_number: int, reason: str) -> None:
+        """A bound trial whose candidate was taken back before it ran: PRUNED with the reason, and
+        its place in the structure's budget given back (its repeats asked meanwhile go with it)."""
+        study = self._load(study_name)
+        trials = study.get_trials(deepcopy=False)
+        for number in [trial_number, *self._echoes.pop((study_name, trial_number), [])]:
+            if trials[number].state.is_finished():
+                continue
+            self.storage.set_trial_user_attr(trials[number]._trial_id, TRIAL_ATTR_SKIPPED, reason[:200])
+            study.tell(number, state=TrialState.PRUNED)
+        index = self._index.get(study_name)
+        if index is not None and TRIAL_ATTR_DUPLICATE not in trials[trial_number].user_attrs:
+            index.used = max(0, index.used - 1)
+        self.flush()
+
     def _load(self, study_name: str) -> optuna.Study:
         return self._studies.get(study_name) or optuna.load_study(study_name=study_name, storage=self.storage)
 
@@ -390,7 +405,9 @@ class _StudyIndex:
 
 def _evaluated(trial: FrozenTrial) -> bool:
     attrs = trial.user_attrs
-    return TRIAL_ATTR_CANDIDATE in attrs and TRIAL_ATTR_SEED not in attrs and TRIAL_ATTR_DUPLICATE not in attrs
+    # A skipped trial bound to a candidate was withdrawn before it ran (Tuner.withdraw): no budget spent.
+    return TRIAL_ATTR_CANDIDATE in attrs and not any(k in attrs for k in (
+        TRIAL_ATTR_SEED, TRIAL_ATTR_DUPLICATE, TRIAL_ATTR_SKIPPED))
 
 
 def point_key(params: Mapping[str, Any]) -> tuple:

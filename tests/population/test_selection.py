@@ -80,3 +80,17 @@ def test_rank_softmax_frequencies_match_the_documented_weights() -> None:
     for r in ranked:
         expected = w[r] / sum(w)
         assert abs(counts[r] / n - expected) < 0.015, (r, counts[r] / n, expected)
+
+
+def test_a_handicap_of_zero_picks_as_no_handicap_and_a_handicapped_member_wins_less() -> None:
+    ranked = [f"m{i}" for i in range(8)]
+    for config in (SelectionConfig(tournament_size=3), SelectionConfig(kind=SelectionKind.RANK_SOFTMAX)):
+        plain, zero = random.Random(4), random.Random(4)
+        assert [select(ranked, plain, config) for _ in range(200)] == \
+            [select(ranked, zero, config, [0.0] * 8) for _ in range(200)]  # the same draws, the same picks
+        # The best with 8 children in flight at 0.5 ranks each competes as rank 4: drawn far less.
+        rng_a, rng_b = random.Random(11), random.Random(11)
+        as_is = Counter(select(ranked, rng_a, config) for _ in range(2000))
+        busy = Counter(select(ranked, rng_b, config, [4.0] + [0.0] * 7) for _ in range(2000))
+        assert busy["m0"] < as_is["m0"] / 2 and busy["m1"] > as_is["m1"]
+        assert sum(busy.values()) == 2000

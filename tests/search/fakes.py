@@ -131,6 +131,9 @@ class FakePool:
     def withdraw_queued(self) -> list[str]:
         return []  # every request it takes is running: none is queued behind another
 
+    def withdraw(self, candidate_ids) -> list[str]:
+        return []  # nothing queued: every one it holds runs on
+
     def holding(self) -> bool:
         return self.hold
 

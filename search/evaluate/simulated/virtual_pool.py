@@ -21,6 +21,7 @@ idle evaluator with nothing queued is compiled in its evaluation (one lane) or a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Collection
 
 from search.config import SimulationConfig
 from search.engine.messages import EvalRequest
@@ -120,6 +121,21 @@ class VirtualPool:
         self._inflight = None
         for ev in self.evaluators:
             ev.queue.clear()
+        return out
+
+    def withdraw(self, candidate_ids: Collection[str]) -> list[str]:
+        wanted, out = set(candidate_ids), []
+        for ev in self.evaluators:
+            kept = [(at, req) for at, req in ev.queue if req.candidate_id not in wanted]
+            if len(kept) == len(ev.queue):
+                continue
+            for _, req in ev.queue:
+                if req.candidate_id in wanted:
+                    out.append(req.candidate_id)
+                    ev.compiles.forget(req.candidate_id)  # a compile still waiting for a slot gives it up
+            ev.queue, ev.quiet = kept, None  # what it holds for changed: asked again at the next event
+        if out:
+            self._inflight = None
         return out
 
     # --- time -------------------------------------------------------------------------------

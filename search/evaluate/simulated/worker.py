@@ -43,6 +43,10 @@ class SimulatedWorker:
             return False
         return self.compiles.announce(request.candidate_id, self.gpu.compile_seconds(request) / self.scale)
 
+    def withdraw(self, candidate_id: str) -> None:
+        if self.compiles is not None:
+            self.compiles.forget(candidate_id)
+
     def compiled(self, candidate_ids: list[str]) -> list[str]:
         if self.compiles is None:
             return list(candidate_ids)

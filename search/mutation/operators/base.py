@@ -70,8 +70,13 @@ class ProposalContext(Protocol):
     families: Mapping[str, KernelFamily]
     rng: random.Random
     retired: frozenset[str]  # structures an engineer retired: never tuned, never a parent
+    tpe_max_inflight: int | None  # optuna.tpe_max_inflight: TPE gives way past this many children in flight
 
     def tuning_parent(self, family: str, island: int, inflight: Mapping[str, int]) -> Candidate | None: ...
+
+    def select_parent(self, family: str, island: int) -> Candidate | None:
+        """A parent by the selection rule (children in flight counted: ``selection.inflight_penalty``)."""
+        ...
 
     def fresh(self, new: NewCandidate) -> bool:
         """True once per (source, params): a False child would repeat an existing candidate."""

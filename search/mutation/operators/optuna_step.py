@@ -27,6 +27,9 @@ class OptunaStep:
         fam = ctx.families[parent.family]
         if parent.fingerprint in ctx.retired or not parent.params:
             return None  # retired by an engineer, or nothing to tune (a file without PARAMS)
+        limit = ctx.tpe_max_inflight
+        if limit is not None and inflight.get(parent.fingerprint, 0) >= limit:
+            return None  # crowded: TPE's ask would know none of its in-flight siblings' outcomes
         try:
             proposal = ctx.tuner.ask(parent.family, parent.fingerprint, fam.space, parent.params,
                                      parent_id=parent.id, parent_value=parent.fitness_ms)

@@ -69,7 +69,7 @@ class ParamCrossover:
 
     def propose(self, ctx: ProposalContext, family: str, island: int,
                 inflight: Mapping[str, int]) -> Child | None:
-        a = ctx.run.select_parent(family, island, ctx.retired)
+        a = ctx.select_parent(family, island)
         if a is None:
             return None
         mixes = ctx.operator_state(self.name, Mixes)

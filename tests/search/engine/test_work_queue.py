@@ -38,3 +38,23 @@ def test_the_counts_follow_pushes_pops_submits_and_ends():
         queue.submitted(x.candidate, x.source)
     queue.done(c.id)
     assert dict(counts) == recount(queue) == {"fa": 2}  # a structure with none left is gone, not 0
+
+
+def test_children_are_counted_per_parent_while_queued_or_sent():
+    queue = WorkQueue()
+    seed = cand(1, "fa")
+    kids = [Candidate(id=f"c{n:07d}", family="toy", island=0, origin=Origin.OPTUNA, parent_ids=(seed.id,),
+                      source_sha256="0" * 64, fingerprint="fa", created_at=0.0, updated_at=0.0) for n in (2, 3)]
+    mix = Candidate(id="c0000004", family="toy", island=0, origin=Origin.CROSSOVER, parent_ids=(seed.id, kids[0].id),
+                    source_sha256="0" * 64, fingerprint="fa", created_at=0.0, updated_at=0.0)
+    for x in (seed, *kids, mix):
+        queue.push(x, "src")
+    parents = queue.by_parent()
+    assert dict(parents) == {seed.id: 3, kids[0].id: 1}  # both of a crossover's parents count
+    for _ in range(4):
+        item = queue.pop()
+        queue.submitted(item.candidate, item.source)
+    assert dict(parents) == {seed.id: 3, kids[0].id: 1}  # sent: still in flight
+    queue.done(mix.id)
+    queue.done(kids[1].id)
+    assert dict(parents) == {seed.id: 1}

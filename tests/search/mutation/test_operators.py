@@ -200,7 +200,8 @@ def test_param_crossover_renders_a_parents_point_once(monkeypatch):
         run=SimpleNamespace(select_parent=lambda *_: a, population=SimpleNamespace(members=lambda *_: [a, b]),
                             source=lambda _c: source),
         families={"f": SimpleNamespace(space=Space)}, rng=random.Random(3), fresh=fresh, untried=untried,
-        retired=frozenset(), operator_state=lambda name, make: states.setdefault(name, make()))
+        retired=frozenset(), operator_state=lambda name, make: states.setdefault(name, make()),
+        select_parent=lambda *_: a)
     children = [pc.OPERATOR.propose(ctx, "f", 0, {}) for _ in range(30)]
     made = [c.new.params for c in children if c is not None]
     # Every mix of the two parents once, and neither parent's own point (it is a candidate already).
