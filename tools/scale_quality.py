@@ -37,6 +37,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from population.records import C  # noqa: E402
 from search.config import RunConfig  # noqa: E402
 
 print = functools.partial(print, flush=True)  # progress shows in a log as it comes
@@ -101,6 +102,7 @@ def run_one(args: argparse.Namespace, evaluators: int, seed: int, runs_dir: Path
 
     try:
         loop.run_until_done(on_tick=tick)
+        duels = {"run": int(run.store.counter(C.DUELS)), "lost": int(run.store.counter(C.DUELS_LOST))}
     finally:
         tuner.flush()
         run.close()
@@ -114,7 +116,7 @@ def run_one(args: argparse.Namespace, evaluators: int, seed: int, runs_dir: Path
                 for f in searched if (c := loop.run.champion(f)) is not None},
             "load": [round(x, 2) for x in os.getloadavg()],
             "leads": {"noted": loop.proposer.leads.noted, "carried": loop.proposer.leads.carried},
-            "withdrawn": dict(loop.stats.withdrawn),
+            "withdrawn": dict(loop.stats.withdrawn), "duels": duels,
             "virtual_minutes": round(pool.now / 60, 1), "busy": round(stats.mean_busy, 4),
             "wall_s": round(time.monotonic() - started, 1), "stop": loop.stop_requested}
 
