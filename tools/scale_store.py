@@ -45,7 +45,7 @@ def base_run(out: Path, evaluators: int, evals: int, config: Path, seed: int) ->
     from search.engine.pool import queue_depths
     from search.evaluate.simulated.virtual_pool import VirtualPool
 
-    args = SimpleNamespace(config=config, trials=100_000, max_evals=evals, queue_total=None)
+    args = SimpleNamespace(config=config, trials=100_000, max_evals=evals, queue_total=None, set=[])
     cfg = quality_config(args, seed, out.parent, out.name)  # type: ignore[arg-type]
     ev = cfg.evaluation
     lookahead, room = queue_depths(evaluators, ev.compile_ahead, ev.compile_ahead_max, ev.compile_ahead_total)

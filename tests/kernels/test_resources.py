@@ -184,6 +184,7 @@ def test_cuda_blocked_update_kernel_fits_at_its_tightest_accepted_points(clean_e
                                  apply_stages=stages, update_le1024="tf32x3",
                                  update_gt1024="fp32"))  # accepted
     fn = _kernel("cuda_blocked", "_apply_kernel")
-    constants = dict(KP=max(16, block), BM=bm, BN=bn, STAGES=stages, PREC="tf32x3")
-    arrays = {n: "*fp32" for n in ("S", "C", "VT", "T")}
+    constants = dict(KP=max(16, block), BM=bm, BN=bn, STAGES=stages, PREC="tf32x3", PERSIST=False, SKIP=False,
+                     COPY=False)
+    arrays = {n: "*fp32" for n in ("S", "C", "VT", "T")} | {"LIVE": "*i32"}
     assert _shared_bytes(fn, constants, arrays, 4) <= SHARED_BYTES_PER_BLOCK
