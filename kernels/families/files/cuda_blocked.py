@@ -1480,6 +1480,26 @@ __global__ void __launch_bounds__(LEAF_THREADS, 2) cholqr_leaf_kernel(const floa
 constexpr int NARROW_THREADS = 256;
 constexpr int NARROW_LD = 65;  // odd row stride of the 64x64 float tiles
 
+// acc[u][x] += Σ_k A(ti + 16u, k)·B(k, tj + 16x) over k < 64, (ti, tj) = this thread of 256 as 16x16:
+// a 4x4 register tile a thread of a 64x64 product, the operands read through the accessors.
+template <class FA, class FB>
+__device__ __forceinline__ void product_4x4(float (&acc)[4][4], FA a_at, FB b_at) {
+    const int ti = threadIdx.x >> 4, tj = threadIdx.x & 15;
+#pragma unroll 4
+    for (int k = 0; k < 64; ++k) {
+        float a[4], b[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            a[u] = a_at(ti + 16 * u, k);
+            b[u] = b_at(k, tj + 16 * u);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+#pragma unroll
+            for (int x = 0; x < 4; ++x) acc[u][x] = fmaf(a[u], b[x], acc[u][x]);
+    }
+}
+
 __host__ __device__ constexpr size_t narrow_smem_bytes() {
     return (size_t)4 * 64 * NARROW_LD * sizeof(float) + 2 * sizeof(int);
 }
@@ -1516,19 +1536,7 @@ __global__ void __launch_bounds__(NARROW_THREADS) narrow_update_kernel(
         }
         __syncthreads();
         float acc[4][4] = {};
-#pragma unroll 4
-        for (int r = 0; r < 64; ++r) {
-            float a[4], c[4];
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                a[u] = v[ti + 16 * u][r];
-                c[u] = tile[r][tj + 16 * u];
-            }
-#pragma unroll
-            for (int u = 0; u < 4; ++u)
-#pragma unroll
-                for (int x = 0; x < 4; ++x) acc[u][x] = fmaf(a[u], c[x], acc[u][x]);
-        }
+        product_4x4(acc, [&](int q, int r) { return v[q][r]; }, [&](int r, int j) { return tile[r][j]; });
 #pragma unroll
         for (int u = 0; u < 4; ++u)
 #pragma unroll
@@ -1550,19 +1558,7 @@ __global__ void __launch_bounds__(NARROW_THREADS) narrow_update_kernel(
         }
         __syncthreads();
         float acc[4][4] = {};  // Y = Tᵀ W
-#pragma unroll 4
-        for (int q = 0; q < 64; ++q) {
-            float a[4], c[4];
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                a[u] = tt[q][ti + 16 * u];
-                c[u] = tile[q][tj + 16 * u];
-            }
-#pragma unroll
-            for (int u = 0; u < 4; ++u)
-#pragma unroll
-                for (int x = 0; x < 4; ++x) acc[u][x] = fmaf(a[u], c[x], acc[u][x]);
-        }
+        product_4x4(acc, [&](int i, int q) { return tt[q][i]; }, [&](int q, int j) { return tile[q][j]; });
 #pragma unroll
         for (int u = 0; u < 4; ++u)
 #pragma unroll
@@ -1628,20 +1624,8 @@ __global__ void __launch_bounds__(MERGE_THREADS) merge_kernel(const float* V1, c
         c2[q][c] = (q < w2 && c0 + c < len) ? v2[(size_t)q * vrow + c0 + c] : 0.f;
     }
     __syncthreads();
-    float acc[4][4] = {};
-#pragma unroll 4
-    for (int c = 0; c < 64; ++c) {
-        float x[4], y[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-            x[u] = a[ti + 16 * u][c];
-            y[u] = c2[tj + 16 * u][c];
-        }
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-#pragma unroll
-            for (int v = 0; v < 4; ++v) acc[u][v] = fmaf(x[u], y[v], acc[u][v]);
-    }
+    float acc[4][4] = {};  // X = V1 V2ᵀ over this block's positions
+    product_4x4(acc, [&](int i, int c) { return a[i][c]; }, [&](int c, int j) { return c2[j][c]; });
 #pragma unroll
     for (int u = 0; u < 4; ++u)
 #pragma unroll
@@ -1663,11 +1647,7 @@ __global__ void __launch_bounds__(MERGE_THREADS) merge_kernel(const float* V1, c
     }
     __syncthreads();
     float y[4][4] = {};  // Y = T1 X
-    for (int q = 0; q < 64; ++q)
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-#pragma unroll
-            for (int v = 0; v < 4; ++v) y[u][v] = fmaf(a[ti + 16 * u][q], z[q][tj + 16 * v], y[u][v]);
+    product_4x4(y, [&](int i, int q) { return a[i][q]; }, [&](int q, int j) { return z[q][j]; });
     __syncthreads();
 #pragma unroll
     for (int u = 0; u < 4; ++u)
