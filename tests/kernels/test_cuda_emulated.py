@@ -1,6 +1,6 @@
 """cuda_blocked's fused Cholesky QR leaf, run on CPU threads (tests/kernels/host_emulation.h).
 
-The leaf's blocks meet twice in global memory and every block's warp 0 computes the 32x32 factors, so
+The leaf's blocks meet twice in global memory and every block computes the 32x32 factors, so
 what can go wrong is logic: indices, barriers, the tickets and counters between blocks, the
 reconstruction's arithmetic, the fallback for nearly dependent panels.  The emulation runs the file's
 own device source with an OS thread for every GPU thread and real barriers, all blocks at once, so

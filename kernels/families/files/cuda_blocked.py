@@ -75,7 +75,8 @@ launches, so it is replayed as a CUDA graph (PARAMS["graph_gt1024"]).
 A leaf can also run as one launch (PARAMS cholqr_fused): each block keeps its chunk of rows in shared
 memory from the first Gram to V, meets its matrix's other blocks through a counter in global memory
 after each Gram, and the 32x32 factors (both Choleskys, the inverses, the signed LU, T) are computed
-by warp 0 of every block, bit for bit alike, with lane j owning column j (no block barrier a step).
+by every block, bit for bit alike, with the six launches' element-parallel steps (four elements a
+thread, a block barrier a step).
 Blocks take their matrix and chunk from a ticket in start order, so a matrix waits only for blocks
 that have started; the host takes the six launches where a matrix's chunks could not all be
 resident, and a wait of seconds traps instead of hanging.  A split narrow update can run the same way
@@ -228,7 +229,7 @@ SPACE = {
     "panel_gt1024": ["householder", "cholqr2"],
     "cholqr_min_rows": [64, 128, 256, 512, 1024],
     # A leaf in one launch (each block keeps its rows from the first Gram to V and meets its matrix's
-    # other blocks after each Gram, the 32x32 factors on one warp of every block) or in six.
+    # other blocks after each Gram, the 32x32 factors in every block) or in six.
     "cholqr_fused": [False, True],
     "cross_min_rows": [256, 512, 1024, 4096],
     # Updates of at most narrow_cols_gt1024 columns above n = 1024 (inside a block, and the last
@@ -703,69 +704,145 @@ __global__ void __launch_bounds__(256) cholqr_gram_kernel(const float* S, int n,
     if (ti <= tj) atomicAdd(out + (ti + 16) * QB + tj + 16, g11);
 }
 
-// Element-parallel 32x32 steps on 1024 threads: thread (i, j) = (warp, lane).  A step's row goes
-// through shared memory (two buffers, so one barrier a step suffices), and only the warp that owns
-// the pivot row divides: 1024 float64 divisions a step kept every step at ~0.7 µs.
+// Element-parallel 32x32 steps: thread t holds the E elements (i, j) with j its lane and i its warp
+// plus 32/E times 0..E-1 (E = 1 on 1024 threads, 4 on 256).  A step's row goes through shared memory
+// (two buffers, so one barrier a step suffices), and only the warp that owns the pivot row divides:
+// 1024 float64 divisions a step kept every step at ~0.7 µs.
+template <int E>
+__device__ __forceinline__ int elem_row(int u) {
+    return (int)(threadIdx.x >> 5) + (32 / E) * u;
+}
 
-// Upper Cholesky of the w x w block whose element (i, j), i <= j, this thread holds in x: on return
-// x holds R's element.  False (for every thread) where a pivot is not above rel times its column's
+// The pivot row p's element of this thread, held at index p / (32 / E) by warp p % (32 / E): f(x) on
+// it, with the index a constant in every unrolled copy so that x stays in registers.
+template <int E, typename F>
+__device__ __forceinline__ void on_pivot_row(double (&x)[E], int p, F f) {
+    if ((int)(threadIdx.x >> 5) != p % (32 / E)) return;
+#pragma unroll
+    for (int u = 0; u < E; ++u)
+        if (u == p / (32 / E)) f(x[u]);
+}
+
+// Upper Cholesky of the w x w block whose elements (i, j), i <= j, this thread holds in x: on return
+// x holds R's elements.  False (for every thread) where a pivot is not above rel times its column's
 // original square norm.  rows: 2 x QB of scratch, diag: QB, ok: 2.
-__device__ __forceinline__ bool cholesky_elem(double& x, int i, int j, int w, double rel, double* rows, double* diag,
-                                              int* ok) {
-    if (i == j) diag[j] = x;
+template <int E>
+__device__ __forceinline__ bool cholesky_elems(double (&x)[E], int w, double rel, double* rows, double* diag, int* ok) {
+    const int j = threadIdx.x & 31;
+#pragma unroll
+    for (int u = 0; u < E; ++u)
+        if (elem_row<E>(u) == j) diag[j] = x[u];
     __syncthreads();
     for (int p = 0; p < w; ++p) {
         double* row = rows + (p & 1) * QB;
-        if (i == p) {  // the pivot row: R's row p, and whether its pivot holds
-            const double d = __shfl_sync(0xffffffffu, x, p);
+        on_pivot_row<E>(x, p, [&](double& xp) {  // R's row p, and whether its pivot holds
+            const double d = __shfl_sync(0xffffffffu, xp, p);
             const bool good = d > rel * diag[p] && isfinite(d);
             const double rinv = good ? 1.0 / sqrt(d) : 0.0;
-            if (j >= p) x *= rinv;
-            row[j] = x;
+            if (j >= p) xp *= rinv;
+            row[j] = xp;
             if (j == 0) ok[p & 1] = good;
-        }
+        });
         __syncthreads();
         if (!ok[p & 1]) return false;  // the same for every thread
-        if (i > p && j >= i && j < w) x = fma(-row[i], row[j], x);
+#pragma unroll
+        for (int u = 0; u < E; ++u) {
+            const int i = elem_row<E>(u);
+            if (i > p && j >= i && j < w) x[u] = fma(-row[i], row[j], x[u]);
+        }
     }
     return true;
 }
 
-// X = U^-1 for the upper triangular u (w x w, in shared memory): thread (i, j) returns X[i][j].
-__device__ __forceinline__ double upper_inverse_elem(const double (*u)[QL], int i, int j, int w, double* rows) {
-    double x = (i == j && i < w) ? 1.0 : 0.0;
-    __syncthreads();  // u is complete, and rows is free
+// x = U^-1 for the upper triangular up (w x w, in shared memory), this thread's elements.
+template <int E>
+__device__ __forceinline__ void upper_inverse_elems(const double (*up)[QL], int w, double* rows, double (&x)[E]) {
+    const int j = threadIdx.x & 31;
+#pragma unroll
+    for (int u = 0; u < E; ++u) x[u] = (elem_row<E>(u) == j && j < w) ? 1.0 : 0.0;
+    __syncthreads();  // up is complete, and rows is free
     for (int p = w - 1; p >= 0; --p) {
         double* row = rows + (p & 1) * QB;
-        if (i == p) {
-            x *= 1.0 / u[p][p];
-            row[j] = x;
-        }
+        on_pivot_row<E>(x, p, [&](double& xp) {
+            xp *= 1.0 / up[p][p];
+            row[j] = xp;
+        });
         __syncthreads();
-        if (i < p) x = fma(-u[i][p], row[j], x);
+#pragma unroll
+        for (int u = 0; u < E; ++u) {
+            const int i = elem_row<E>(u);
+            if (i < p) x[u] = fma(-up[i][p], row[j], x[u]);
+        }
     }
-    return x;
 }
 
-// U^-1 (u upper triangular) and L^-1 (l's strictly lower part, unit diagonal) in one sweep: the
+// U^-1 (up upper triangular) and L^-1 (lo's strictly lower part, unit diagonal) in one sweep: the
 // first solved from the last row up, the second from the first row down, a barrier a step for both.
-__device__ __forceinline__ void triangular_inverses_elem(const double (*u)[QL], const double (*l)[QL], int i, int j,
-                                                         int w, double* rows, double& xu, double& xl) {
-    xu = (i == j && i < w) ? 1.0 : 0.0;
-    xl = xu;
+// rows: 4 x QB.
+template <int E>
+__device__ __forceinline__ void triangular_inverses_elems(const double (*up)[QL], const double (*lo)[QL], int w,
+                                                          double* rows, double (&xu)[E], double (&xl)[E]) {
+    const int j = threadIdx.x & 31;
+#pragma unroll
+    for (int u = 0; u < E; ++u) {
+        xu[u] = (elem_row<E>(u) == j && j < w) ? 1.0 : 0.0;
+        xl[u] = xu[u];
+    }
     __syncthreads();
     for (int s = 0; s < w; ++s) {
         const int pu = w - 1 - s, pl = s;
         double* urow = rows + (s & 1) * 2 * QB;
         double* lrow = urow + QB;
-        if (i == pu) {
-            xu *= 1.0 / u[pu][pu];
-            urow[j] = xu;
-        }
-        if (i == pl) lrow[j] = xl;
+        on_pivot_row<E>(xu, pu, [&](double& xp) {
+            xp *= 1.0 / up[pu][pu];
+            urow[j] = xp;
+        });
+        on_pivot_row<E>(xl, pl, [&](double& xp) { lrow[j] = xp; });
         __syncthreads();
-        if (i < pu) xu = fma(-u[i][pu], urow[j], xu);
-        if (i > pl && i < w) xl = fma(-l[i][pl], lrow[j], xl);
+#pragma unroll
+        for (int u = 0; u < E; ++u) {
+            const int i = elem_row<E>(u);
+            if (i < pu) xu[u] = fma(-up[i][pu], urow[j], xu[u]);
+            if (i > pl && i < w) xl[u] = fma(-lo[i][pl], lrow[j], xl[u]);
+        }
+    }
+}
+
+// Q1 - S = L U in place on the w x w block whose elements this thread holds in a, the signs S chosen
+// per step so that |U_pp| >= 1 (Ballard et al.): a then holds U on and above the diagonal and L's
+// multipliers below it, sgn the signs.  rows: 4 x QB, invu: 2.
+template <int E>
+__device__ __forceinline__ void signed_lu_elems(double (&a)[E], int w, double* rows, double* sgn, double* invu) {
+    const int j = threadIdx.x & 31;
+    for (int p = 0; p < w; ++p) {
+        double* row = rows + (p & 1) * QB;
+        double* col = rows + 2 * QB + (p & 1) * QB;
+#pragma unroll
+        for (int u = 0; u < E; ++u) {
+            const int i = elem_row<E>(u);
+            if (i == p) {
+                row[j] = a[u];
+                if (j == p) {
+                    const double s = a[u] >= 0.0 ? -1.0 : 1.0;
+                    sgn[p] = s;
+                    invu[p & 1] = 1.0 / (a[u] - s);
+                }
+            }
+            if (j == p) col[i] = a[u];
+        }
+        __syncthreads();
+        const double inv = invu[p & 1];
+#pragma unroll
+        for (int u = 0; u < E; ++u) {
+            const int i = elem_row<E>(u);
+            if (i == p && j == p) {
+                a[u] -= sgn[p];
+            } else if (i > p && j == p) {
+                a[u] *= inv;
+            } else if (i > p && j > p) {
+                a[u] = fma(-(col[i] * inv), row[j], a[u]);
+            }
+        }
     }
 }
 
@@ -801,16 +878,17 @@ __global__ void __launch_bounds__(1024) cholqr_first_kernel(double* acc, int w, 
     __shared__ double r[QB][QL];
     __shared__ double rows[2 * QB], diag[QB];
     __shared__ int ok[2];
-    double x = take_gram(acc, b, i, j, w);
-    const bool good = cholesky_elem(x, i, j, w, 1e-12, rows, diag, ok);
+    double x[1] = {take_gram(acc, b, i, j, w)};
+    const bool good = cholesky_elems<1>(x, w, 1e-12, rows, diag, ok);
     if (threadIdx.x == 0) flags[b] = good ? 0 : 1;
     if (!good) return;
     const bool upper = i <= j && j < w;
-    r[i][j] = upper ? x : 0.0;
-    const double inv = upper_inverse_elem(r, i, j, w, rows);
+    r[i][j] = upper ? x[0] : 0.0;
+    double inv[1];
+    upper_inverse_elems<1>(r, w, rows, inv);
     double* out = small + (size_t)b * 4 * QB * QB;
-    out[i * QB + j] = upper ? x : 0.0;
-    out[QB * QB + i * QB + j] = upper ? inv : 0.0;
+    out[i * QB + j] = upper ? x[0] : 0.0;
+    out[QB * QB + i * QB + j] = upper ? inv[0] : 0.0;
 }
 
 // Second pass and the reconstruction: R2 = chol(Q1ᵀQ1), R = R2 R1, M = R1^-1 R2^-1, Q's top block
@@ -825,21 +903,22 @@ __global__ void __launch_bounds__(1024) cholqr_second_kernel(const float* S, flo
     __shared__ double rows[4 * QB], diag[QB], sgn[QB], invu[2];
     __shared__ int ok[2];
     const bool in = i < w && j < w, upper = i <= j && j < w;
-    double x = take_gram(acc, b, i, j, w);
+    double x[1] = {take_gram(acc, b, i, j, w)};
     // Q1 must be nearly orthonormal for the second pass to finish the job
-    const bool far = upper && !(fabs(x - (i == j ? 1.0 : 0.0)) <= 0.1);
-    const bool good = !__syncthreads_or(far) && cholesky_elem(x, i, j, w, 0.5, rows, diag, ok);
+    const bool far = upper && !(fabs(x[0] - (i == j ? 1.0 : 0.0)) <= 0.1);
+    const bool good = !__syncthreads_or(far) && cholesky_elems<1>(x, w, 0.5, rows, diag, ok);
     if (!good) {
         if (threadIdx.x == 0) flags[b] = 1;
         return;
     }
     const double* sm = small + (size_t)b * 4 * QB * QB;
-    a0[i][j] = upper ? x : 0.0;                 // R2
+    a0[i][j] = upper ? x[0] : 0.0;              // R2
     a1[i][j] = sm[i * QB + j];                  // R1
     __syncthreads();
     const double rr = upper_product_elem(a0, a1, i, j);            // R = R2 R1
-    const double r2inv = upper_inverse_elem(a0, i, j, w, rows);    // (its first barrier orders the reads above)
-    a2[i][j] = r2inv;
+    double r2inv[1];
+    upper_inverse_elems<1>(a0, w, rows, r2inv);                    // (its first barrier orders the reads above)
+    a2[i][j] = r2inv[0];
     a1[i][j] = sm[QB * QB + i * QB + j];        // R1^-1
     __syncthreads();
     const double mij = upper_product_elem(a1, a2, i, j);           // M = R1^-1 R2^-1
@@ -848,41 +927,21 @@ __global__ void __launch_bounds__(1024) cholqr_second_kernel(const float* S, flo
     const float* src = S + (size_t)b * n * n + (size_t)k * n + k;
     a1[i][j] = in ? (double)src[(size_t)i * n + j] : 0.0;          // P1
     __syncthreads();
-    double a = product_elem(a1, a0, i, j);                         // Q1 = P1 M
-    for (int p = 0; p < w; ++p) {                                  // Q1 - S = L U, in place
-        double* row = rows + (p & 1) * QB;
-        double* col = rows + 2 * QB + (p & 1) * QB;
-        if (i == p) {
-            row[j] = a;
-            if (j == p) {
-                const double s = a >= 0.0 ? -1.0 : 1.0;
-                sgn[p] = s;
-                invu[p & 1] = 1.0 / (a - s);
-            }
-        }
-        if (j == p) col[i] = a;
-        __syncthreads();
-        const double inv = invu[p & 1];
-        if (i == p && j == p) {
-            a -= sgn[p];
-        } else if (i > p && j == p) {
-            a *= inv;
-        } else if (i > p && j > p) {
-            a = fma(-(col[i] * inv), row[j], a);
-        }
-    }
+    double lu[1] = {product_elem(a1, a0, i, j)};                   // Q1 = P1 M
+    signed_lu_elems<1>(lu, w, rows, sgn, invu);                    // Q1 - S = L U, in place
+    const double a = lu[0];
     __syncthreads();
     a2[i][j] = in ? a : 0.0;                    // U on and above the diagonal, L's multipliers below
     a1[i][j] = upper ? a : 0.0;                 // U alone
-    double uinv, linv;
-    triangular_inverses_elem(a1, a2, i, j, w, rows, uinv, linv);
+    double uinv[1], linv[1];
+    triangular_inverses_elems<1>(a1, a2, w, rows, uinv, linv);
     __syncthreads();
-    a1[i][j] = uinv;
+    a1[i][j] = uinv[0];
     __syncthreads();
     double* nout = small + (size_t)b * 4 * QB * QB + 2 * QB * QB;
     nout[i * QB + j] = upper_product_elem(a0, a1, i, j);           // N = M U^-1
     __syncthreads();
-    a0[i][j] = linv;
+    a0[i][j] = linv[0];
     __syncthreads();
     double t = 0.0;                                                // T = -U S L^-T
 #pragma unroll 4
@@ -1138,128 +1197,13 @@ __global__ void __launch_bounds__(1024) cholqr_fallback_kernel(const float* S, f
 // ---- The fused leaf: the whole Cholesky QR twice of a panel in one launch ----
 // Each block owns a chunk of GROWS rows of one matrix for the whole leaf and meets the matrix's other
 // blocks twice, after each Gram (a counter in global memory).  The 32x32 factors are then computed
-// by warp 0 of every block, redundantly and bit for bit alike (the same code on the same summed
-// Gram), so no block waits for another's small factors: the six launches of a leaf, with two
-// single-block kernels on its critical path, become one.  Blocks take their (matrix, chunk) from a
+// by every block, redundantly and bit for bit alike (the element-parallel steps above, four elements
+// a thread, on the same summed Gram), so no block waits for another's small factors: the six
+// launches of a leaf, with two single-block kernels on its critical path, become one.  One warp a
+// block computing them took 198 µs a leaf at 2x4096 on an H100 (a serial chain of shared-memory
+// loads per lane), against 85 µs for the six launches.  Blocks take their (matrix, chunk) from a
 // ticket in start order, so the blocks a matrix waits for have all started, whatever the hardware's
 // block order: only a matrix's chunks need to be resident at once, which the host checks.
-
-// One warp: lane j owns column j of the 32x32 float64 tiles below (rows QL apart in shared memory).
-
-// Upper Cholesky of g's w x w block in place (its upper triangle given); on return everything outside
-// R's upper triangle is zero.  False (on every lane alike) where a pivot is not above rel times its
-// column's original square norm.
-__device__ bool warp_cholesky(double (*g)[QL], int w, double rel) {
-    const int j = threadIdx.x & 31;
-    const double orig = j < w ? g[j][j] : 0.0;
-    for (int p = 0; p < w; ++p) {
-        const double d = g[p][p];
-        const double least = rel * __shfl_sync(FULL, orig, p);
-        if (!(d > least) || !isfinite(d)) return false;
-        const double rinv = rsqrt(d);
-        const double rpj = g[p][j] * rinv;  // j >= p: R's row p
-        __syncwarp();
-        if (j >= p && j < w) g[p][j] = j == p ? d * rinv : rpj;
-        __syncwarp();
-        if (j > p && j < w)
-            for (int i = p + 1; i <= j; ++i) g[i][j] = fma(-g[p][i], rpj, g[i][j]);
-        __syncwarp();
-    }
-    for (int i = 0; i < QB; ++i)
-        if (i > j || j >= w) g[i][j] = 0.0;
-    __syncwarp();
-    return true;
-}
-
-// x = u^-1 for the upper triangular w x w block of u (x zero elsewhere); lane j solves for column j,
-// so the sweep needs no exchange between lanes.  dinv: QB of scratch.
-__device__ void warp_upper_inverse(const double (*u)[QL], double (*x)[QL], double* dinv, int w) {
-    const int j = threadIdx.x & 31;
-    if (j < w) dinv[j] = 1.0 / u[j][j];
-    __syncwarp();
-    for (int i = QB - 1; i >= 0; --i) {
-        double v = 0.0;
-        if (j < w && i <= j) {
-            double s0 = i == j ? 1.0 : 0.0, s1 = 0.0;  // two chains: the sum's latency halved
-            int q = i + 1;
-            for (; q < j; q += 2) {
-                s0 = fma(-u[i][q], x[q][j], s0);
-                s1 = fma(-u[i][q + 1], x[q + 1][j], s1);
-            }
-            if (q == j) s0 = fma(-u[i][q], x[q][j], s0);
-            v = (s0 + s1) * dinv[i];
-        }
-        x[i][j] = v;
-    }
-    __syncwarp();
-}
-
-// Rows R0..R0+15 of c = a b (c must not alias a or b); with UPPER_A only a's upper triangle is read.
-// Half a column in registers: every product is an independent FMA, and the leaf kernel's two
-// blocks an SM keep their registers.
-template <bool UPPER_A, int R0>
-__device__ __forceinline__ void warp_product_rows(const double (*a)[QL], const double (*b)[QL], double (*c)[QL]) {
-    const int j = threadIdx.x & 31;
-    double acc[16];
-#pragma unroll
-    for (int i = 0; i < 16; ++i) acc[i] = 0.0;
-#pragma unroll
-    for (int q = UPPER_A ? R0 : 0; q < QB; ++q) {
-        const double bq = b[q][j];
-#pragma unroll
-        for (int i = 0; i < 16; ++i)
-            if (!UPPER_A || R0 + i <= q) acc[i] = fma(a[R0 + i][q], bq, acc[i]);
-    }
-#pragma unroll
-    for (int i = 0; i < 16; ++i) c[R0 + i][j] = acc[i];
-}
-
-template <bool UPPER_A>
-__device__ void warp_product(const double (*a)[QL], const double (*b)[QL], double (*c)[QL]) {
-    warp_product_rows<UPPER_A, 0>(a, b, c);
-    warp_product_rows<UPPER_A, 16>(a, b, c);
-    __syncwarp();
-}
-
-// Q1 - S = L U in place, the signs S chosen per step so that |U_pp| >= 1 (Ballard et al.): a then
-// holds U on and above the diagonal and L's multipliers below it, sgn the signs.
-__device__ void warp_signed_lu(double (*a)[QL], double* sgn, int w) {
-    const int j = threadIdx.x & 31;
-    for (int p = 0; p < w; ++p) {
-        const double ap = a[p][p];
-        const double s = ap >= 0.0 ? -1.0 : 1.0;
-        const double inv = 1.0 / (ap - s);
-        if (j > p && j < w) {
-            const double apj = a[p][j];
-            for (int i = p + 1; i < w; ++i) a[i][j] = fma(-(a[i][p] * inv), apj, a[i][j]);
-        }
-        __syncwarp();
-        if (j == p) {
-            a[p][p] = ap - s;
-            sgn[p] = s;
-            for (int i = p + 1; i < w; ++i) a[i][p] *= inv;
-        }
-        __syncwarp();
-    }
-}
-
-// x = L^-1 for the unit lower triangular L whose multipliers are a's strictly lower part (x unit
-// lower, zero elsewhere); lane j solves for column j.
-__device__ void warp_unit_lower_inverse(const double (*a)[QL], double (*x)[QL], int w) {
-    const int j = threadIdx.x & 31;
-    for (int i = 0; i < QB; ++i) {
-        double v = 0.0;
-        if (j < w && i < w && i >= j) {
-            if (i == j) {
-                v = 1.0;
-            } else {
-                for (int q = j; q < i; ++q) v = fma(-a[i][q], x[q][j], v);
-            }
-        }
-        x[i][j] = v;
-    }
-    __syncwarp();
-}
 
 // The two hardware hooks of the fused leaf; the tests' host emulation (QR_HOST_EMULATION: CPU threads
 // for GPU threads) brings its own.
@@ -1332,20 +1276,135 @@ __device__ void chunk_times_upper(double (*x)[QL], const double (*f)[QL]) {
     __syncthreads();
 }
 
-// Warp 0 loads the summed Gram's upper w x w triangle (zero elsewhere) through the L2.
-__device__ void warp_load_gram(const double* acc, double (*g)[QL], int w) {
+// The fused leaf's sweeps, each a factor and its inverses in one pass of w barrier steps (the six
+// launches take two passes for each): the inverses are built by the same row or column operations
+// as the factor, applied to an identity (Gauss-Jordan), instead of a triangular solve afterwards.
+
+// Upper Cholesky G = Rᵀ R of the w x w block whose elements (i, j), i <= j, this thread holds in x,
+// and R^-1, written into rinv_tile (every element).  Row operations with L's multipliers (G = L D Lᵀ,
+// R = D^1/2 Lᵀ) turn an identity a into L^-1, and R^-1 = L^-ᵀ D^-1/2.  False (for every thread) where
+// a pivot is not above rel times its column's original square norm.  rows: 4 x QB, diag and rinvs: QB.
+template <int E>
+__device__ __forceinline__ bool cholesky_inverse_elems(double (&x)[E], double (*rinv_tile)[QL], int w, double rel,
+                                                       double* rows, double* diag, double* rinvs, int* ok) {
     const int j = threadIdx.x & 31;
-    for (int i = 0; i < QB; ++i) g[i][j] = (i <= j && j < w) ? __ldcg(acc + i * QB + j) : 0.0;
-    __syncwarp();
+    double a[E];
+#pragma unroll
+    for (int u = 0; u < E; ++u) {
+        const int i = elem_row<E>(u);
+        if (i == j) diag[j] = x[u];
+        a[u] = (i == j && j < w) ? 1.0 : 0.0;
+    }
+    __syncthreads();
+    for (int p = 0; p < w; ++p) {
+        double* row = rows + (p & 1) * 2 * QB;  // R's row p
+        double* arow = row + QB;                // L^-1's row p
+        on_pivot_row<E>(x, p, [&](double& xp) {
+            const double d = __shfl_sync(0xffffffffu, xp, p);
+            const bool good = d > rel * diag[p] && isfinite(d);
+            const double rinv = good ? 1.0 / sqrt(d) : 0.0;
+            if (j >= p) xp *= rinv;
+            row[j] = xp;
+            if (j == 0) {
+                ok[p & 1] = good;
+                rinvs[p] = rinv;
+            }
+        });
+        on_pivot_row<E>(a, p, [&](double& ap) { arow[j] = ap; });
+        __syncthreads();
+        if (!ok[p & 1]) return false;  // the same for every thread
+        const double lmul = rinvs[p];
+#pragma unroll
+        for (int u = 0; u < E; ++u) {
+            const int i = elem_row<E>(u);
+            if (i > p && j >= i && j < w) x[u] = fma(-row[i], row[j], x[u]);
+            if (i > p && i < w && j <= p) a[u] = fma(-(row[i] * lmul), arow[j], a[u]);
+        }
+    }
+    __syncthreads();  // rinvs is complete
+#pragma unroll
+    for (int u = 0; u < E; ++u) {
+        const int i = elem_row<E>(u);
+        rinv_tile[j][i] = (j <= i && i < w) ? a[u] * rinvs[i] : 0.0;
+    }
+    return true;
+}
+
+// Q1 - S = L U on the w x w block whose elements this thread holds in a, the signs S chosen per step
+// so that |U_pp| >= 1 (Ballard et al.): a then holds U on and above the diagonal and L's multipliers
+// below it, sgn the signs; xu U^-1 and xl L^-1.  Row operations on an identity give L^-1; column
+// operations with Ũ = D^-1 U give Ũ^-1, and U^-1 = Ũ^-1 D^-1.  rows: 8 x QB, invs: QB.
+template <int E>
+__device__ __forceinline__ void signed_lu_inverses_elems(double (&a)[E], double (&xu)[E], double (&xl)[E], int w,
+                                                         double* rows, double* sgn, double* invs) {
+    const int j = threadIdx.x & 31;
+#pragma unroll
+    for (int u = 0; u < E; ++u) {
+        xu[u] = (elem_row<E>(u) == j && j < w) ? 1.0 : 0.0;
+        xl[u] = xu[u];
+    }
+    for (int p = 0; p < w; ++p) {
+        double* row = rows + (p & 1) * 4 * QB;  // the pivot row of a
+        double* col = row + QB;                 // the pivot column of a
+        double* urow = col + QB;                // Ũ^-1's column p (by row)
+        double* lrow = urow + QB;               // L^-1's row p
+#pragma unroll
+        for (int u = 0; u < E; ++u) {
+            const int i = elem_row<E>(u);
+            if (i == p) {
+                row[j] = a[u];
+                lrow[j] = xl[u];
+                if (j == p) {
+                    const double s = a[u] >= 0.0 ? -1.0 : 1.0;
+                    sgn[p] = s;
+                    invs[p] = 1.0 / (a[u] - s);
+                }
+            }
+            if (j == p) {
+                col[i] = a[u];
+                urow[i] = xu[u];
+            }
+        }
+        __syncthreads();
+        const double inv = invs[p];
+#pragma unroll
+        for (int u = 0; u < E; ++u) {
+            const int i = elem_row<E>(u);
+            if (i == p && j == p) {
+                a[u] -= sgn[p];
+            } else if (i > p && j == p) {
+                a[u] *= inv;
+            } else if (i > p && j > p) {
+                a[u] = fma(-(col[i] * inv), row[j], a[u]);
+            }
+            if (i > p && i < w && j <= p) xl[u] = fma(-(col[i] * inv), lrow[j], xl[u]);
+            if (i <= p && j > p && j < w) xu[u] = fma(-(row[j] * inv), urow[i], xu[u]);
+        }
+    }
+    __syncthreads();  // invs is complete
+#pragma unroll
+    for (int u = 0; u < E; ++u) xu[u] *= j < w ? invs[j] : 0.0;
+}
+
+// This thread's elements of a summed Gram's upper w x w triangle (zero elsewhere), through the L2.
+template <int E>
+__device__ __forceinline__ void load_gram_elems(const double* acc, int w, double (&x)[E]) {
+    const int j = threadIdx.x & 31;
+#pragma unroll
+    for (int u = 0; u < E; ++u) {
+        const int i = elem_row<E>(u);
+        x[u] = (i <= j && j < w) ? __ldcg(acc + i * QB + j) : 0.0;
+    }
 }
 
 constexpr int LEAF_THREADS = 256;
 constexpr int LEAF_TILES = 8;  // 32x32 float64 tiles besides the chunk
+constexpr int LEAF_SMALL = 13 * QB;  // float64 scratch of the sweeps: rows 8 QB, diag, sgn, invs, rinvs, ok
 
-// The fused leaf's shared memory past its float64 tiles: the fallback's scratch, then the ticket and a
-// flag the block shares.
+// The fused leaf's shared memory past its float64 tiles and the steps' scratch: the fallback's
+// scratch, then the ticket and a flag the block shares.
 __host__ __device__ constexpr size_t leaf_tiles_bytes() {
-    return (size_t)(GROWS + LEAF_TILES * QB) * QL * sizeof(double) + 2 * QB * sizeof(double);
+    return (size_t)(GROWS + LEAF_TILES * QB) * QL * sizeof(double) + LEAF_SMALL * sizeof(double);
 }
 
 __host__ __device__ constexpr size_t leaf_smem_bytes() {
@@ -1360,21 +1419,25 @@ __global__ void __launch_bounds__(LEAF_THREADS, 2) cholqr_leaf_kernel(const floa
                                                                    double* acc, int* ctrl) {
     double* smem = dynamic_shared();
     double(*x)[QL] = reinterpret_cast<double(*)[QL]>(smem);  // the chunk: P, then P R1^-1, then V
-    double(*r1)[QL] = x + GROWS;      // Gram 1, then R1
+    double(*r1)[QL] = x + GROWS;      // R1
     double(*r1i)[QL] = r1 + QB;       // R1^-1, then N' = R2^-1 U^-1
-    double(*g)[QL] = r1i + QB;        // Gram 2, then R2
-    double(*r2i)[QL] = g + QB;        // R2^-1, then L^-1
-    double(*mm)[QL] = r2i + QB;       // M = R1^-1 R2^-1, then R = R2 R1
+    double(*r2)[QL] = r1i + QB;       // R2
+    double(*r2i)[QL] = r2 + QB;       // R2^-1
+    double(*mm)[QL] = r2i + QB;       // M = R1^-1 R2^-1, then L^-1
     double(*p1)[QL] = mm + QB;        // P's top block
-    double(*a)[QL] = p1 + QB;         // Q1 = P1 M, then L and U
-    double(*ui)[QL] = a + QB;         // U^-1
-    double* dinv = reinterpret_cast<double*>(ui + QB);
-    double* sgn = dinv + QB;
+    double(*lu)[QL] = p1 + QB;        // L's multipliers and U
+    double(*ui)[QL] = lu + QB;        // U^-1
+    double* rows = reinterpret_cast<double*>(ui + QB);
+    double* diag = rows + 8 * QB;
+    double* sgn = diag + QB;
+    double* invs = sgn + QB;
+    double* rinvs = invs + QB;
+    int* ok = reinterpret_cast<int*>(rinvs + QB);
     ColumnScratch& scratch = *reinterpret_cast<ColumnScratch*>(smem + leaf_tiles_bytes() / sizeof(double));
     volatile int* shared_ints = reinterpret_cast<int*>(smem + (leaf_tiles_bytes() + sizeof(ColumnScratch)) / sizeof(double));
     volatile int& ticket = shared_ints[0];
     volatile int& state = shared_ints[1];
-    const int tid = threadIdx.x, warp = tid >> 5, j = tid & 31;
+    const int tid = threadIdx.x, j = tid & 31;
     if (tid == 0) ticket = atomicAdd(ctrl, 1);
     __syncthreads();
     const int b = ticket / chunks, r0 = (ticket % chunks) * GROWS, m = n - k;
@@ -1392,39 +1455,52 @@ __global__ void __launch_bounds__(LEAF_THREADS, 2) cholqr_leaf_kernel(const floa
     __syncthreads();
     add_chunk_gram(x, gram1);
     arrive_and_wait(count, chunks);
-    if (warp == 0) {
-        warp_load_gram(gram1, r1, w);
-        const bool good = warp_cholesky(r1, w, 1e-12);
-        if (good) warp_upper_inverse(r1, r1i, dinv, w);
-        if (j == 0) state = good;
-    }
-    __syncthreads();
-    bool good = state;
+    constexpr int E = QB * QB / LEAF_THREADS;  // elements (i, j) a thread: i = warp + 8 u, j = lane
+    double e1[E], e2[E], e3[E];
+    load_gram_elems<E>(gram1, w, e1);
+    bool good = cholesky_inverse_elems<E>(e1, r1i, w, 1e-12, rows, diag, rinvs, ok);
     if (good) {
+#pragma unroll
+        for (int u = 0; u < E; ++u) r1[elem_row<E>(u)][j] = e1[u];  // zero off R's triangle
+        __syncthreads();
         chunk_times_upper(x, r1i);  // Q1's rows of the first pass
         add_chunk_gram(x, gram2);
         arrive_and_wait(count + 1, chunks);
-        if (warp == 0) {
-            warp_load_gram(gram2, g, w);
-            // Q1 must be nearly orthonormal for the second pass to finish the job
-            bool far = false;
-            for (int i = 0; i <= j && j < w; ++i) far |= !(fabs(g[i][j] - (i == j ? 1.0 : 0.0)) <= 0.1);
-            bool ok = !__any_sync(FULL, far) && warp_cholesky(g, w, 0.5);
-            if (ok) {
-                warp_upper_inverse(g, r2i, dinv, w);
-                warp_product<true>(r1i, r2i, mm);   // M
-                warp_product<false>(p1, mm, a);     // Q's top block P1 M
-                warp_signed_lu(a, sgn, w);
-                warp_upper_inverse(a, ui, dinv, w);
-                warp_product<true>(r2i, ui, r1i);   // N' = R2^-1 U^-1: V2 = (P2 R1^-1) N'
-            }
-            if (j == 0) state = ok;
+        load_gram_elems<E>(gram2, w, e1);
+        // Q1 must be nearly orthonormal for the second pass to finish the job
+        bool far = false;
+#pragma unroll
+        for (int u = 0; u < E; ++u) {
+            const int i = elem_row<E>(u);
+            far |= i <= j && j < w && !(fabs(e1[u] - (i == j ? 1.0 : 0.0)) <= 0.1);
         }
-        __syncthreads();
-        good = state;
+        good = !__syncthreads_or(far) && cholesky_inverse_elems<E>(e1, r2i, w, 0.5, rows, diag, rinvs, ok);
     }
     if (good) {
-        chunk_times_upper(x, r1i);
+#pragma unroll
+        for (int u = 0; u < E; ++u) r2[elem_row<E>(u)][j] = e1[u];
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < E; ++u) mm[elem_row<E>(u)][j] = upper_product_elem(r1i, r2i, elem_row<E>(u), j);
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < E; ++u) e3[u] = product_elem(p1, mm, elem_row<E>(u), j);  // Q1 = P1 M
+        signed_lu_inverses_elems<E>(e3, e1, e2, w, rows, sgn, invs);  // Q1 - S = L U, U^-1, L^-1
+#pragma unroll
+        for (int u = 0; u < E; ++u) {
+            const int i = elem_row<E>(u);
+            lu[i][j] = i < w && j < w ? e3[u] : 0.0;
+            ui[i][j] = e1[u];
+            mm[i][j] = e2[u];
+        }
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < E; ++u) e1[u] = upper_product_elem(r2i, ui, elem_row<E>(u), j);  // N' = R2^-1 U^-1
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < E; ++u) r1i[elem_row<E>(u)][j] = e1[u];
+        __syncthreads();
+        chunk_times_upper(x, r1i);  // V2 = (P2 R1^-1) N'
         float* h = H + mat + (size_t)k * n + k;
         for (int e = tid; e < GROWS * QB; e += LEAF_THREADS) {
             const int r = e / QB, q = e % QB, row = r0 + r;
@@ -1435,19 +1511,20 @@ __global__ void __launch_bounds__(LEAF_THREADS, 2) cholqr_leaf_kernel(const floa
             const int q = e / GROWS, r = e % GROWS, row = r0 + r;
             if (row >= w && row < m && q < w) vt[(size_t)q * n + row] = (float)x[r][q];
         }
-        if (r0 == 0 && warp == 0) {  // the top block: H (S R on and above the diagonal, L below), tau, T, Vᵀ
-            warp_product<true>(g, r1, mm);           // R = R2 R1
-            warp_unit_lower_inverse(a, r2i, w);
+        if (r0 == 0) {  // the top block: H (S R on and above the diagonal, L below), tau, T, Vᵀ
             float* t = T + (size_t)b * tstride;
-            for (int i = 0; i < w; ++i) {
-                double tij = 0.0;                    // T = -U S L^-T
-                for (int q = i; q <= j && j < w; ++q) tij = fma(a[i][q] * sgn[q], r2i[j][q], tij);
-                if (j < w) {
-                    h[(size_t)i * n + j] = (float)(i <= j ? sgn[i] * mm[i][j] : a[i][j]);
-                    t[(size_t)i * ldt + j] = i <= j ? (float)-tij : 0.f;
-                    vt[(size_t)j * n + i] = (float)(i > j ? a[i][j] : (i == j ? 1.0 : 0.0));
-                    if (i == j) TAU[(size_t)b * n + k + j] = (float)-tij;
-                }
+#pragma unroll
+            for (int u = 0; u < E; ++u) {
+                const int i = elem_row<E>(u);
+                if (i >= w || j >= w) continue;
+                double tij = 0.0;  // T = -U S L^-T
+                for (int q = i; q < QB; ++q) tij = fma(lu[i][q] * sgn[q < w ? q : 0], mm[j][q], tij);
+                tij = i <= j ? -tij : 0.0;
+                const double rr = upper_product_elem(r2, r1, i, j);  // R = R2 R1
+                h[(size_t)i * n + j] = (float)(i <= j ? sgn[i] * rr : e3[u]);
+                t[(size_t)i * ldt + j] = (float)tij;
+                vt[(size_t)j * n + i] = (float)(i > j ? e3[u] : (i == j ? 1.0 : 0.0));
+                if (i == j) TAU[(size_t)b * n + k + j] = (float)tij;
             }
         }
     } else if (r0 == 0) {
