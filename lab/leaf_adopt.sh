@@ -4,15 +4,16 @@
 # four stress profiles first); where the fused leaf is at least 3% faster at both shapes, the device's
 # copy of cuda_blocked takes cholqr_fused=True (and the fused narrow update and merge too where they
 # add 2% more); then, adopted or not, qrv2-tests on the file and GPU MODE's eval.py (leaderboard mode,
-# seed 9137) on the composite with it.
+# seed 9137) on the composite with it (the specs of SPECS, by default 60x1024 and the two tall cases:
+# the whole call must fit one device call's 600 s).
 set -u
 . lab/device_common.sh
 stamp start
-timeout 120 python3 -m pytest -q -p no:cacheprovider -m gpu tests/kernels/test_cuda_families.py \
+timeout 100 python3 -m pytest -q -p no:cacheprovider -m gpu tests/kernels/test_cuda_families.py \
   -k "cholqr_leaf" > "$OUT/pytest_fused.txt" 2>&1
 stamp "pytest fused kernels: exit $?"; tail -3 "$OUT/pytest_fused.txt"
 CHK="--check rankdef --check mixed --check nearrank --check clustered"
-timeout 150 python3 lab/blocked_probe.py --shape 2x4096 --shape 8x2048 --rounds 3 --calls 5 $CHK --profile \
+timeout 110 python3 lab/blocked_probe.py --shape 2x4096 --shape 8x2048 --rounds 3 --calls 5 $CHK --profile \
   --variant 'six:cholqr_fused=False' --variant 'leaf:cholqr_fused=True' \
   --variant 'all:cholqr_fused=True,narrow_fused=True,merge_fused=True' > "$OUT/probe_tall.txt" 2>&1
 stamp "probe tall: exit $?"; grep -v "verify ok" "$OUT/probe_tall.txt" | grep -v -i warn | grep -v "^      0\.[0-3]"
@@ -41,7 +42,7 @@ if [ -n "$overrides" ]; then
 else
   stamp "the fused leaf did not pay: nothing adopted (the defaults are verified and timed as they are)"
 fi
-timeout 120 python3 -m search verify kernels/families/files/cuda_blocked.py --suite qrv2-tests > "$OUT/verify_cb.txt" 2>&1
+timeout 100 python3 -m search verify kernels/families/files/cuda_blocked.py --suite qrv2-tests > "$OUT/verify_cb.txt" 2>&1
 stamp "verify cuda_blocked on qrv2-tests: exit $? ($(grep -o '[0-9]*/[0-9]* cases passed' "$OUT/verify_cb.txt"))"
 mkdir -p "$OUT/eval"
-OUT="$OUT/eval" bash tools/gpumode_eval.sh .probe/gpumode 9137 "" 270
+OUT="$OUT/eval" bash tools/gpumode_eval.sh .probe/gpumode 9137 "${SPECS:-.probe/gpumode/tall3.txt}" 150
