@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Probe and adoption in one device call (lab, session 21; device starts were scarce): the GPU tests of
-# the fused leaf, then six launches a leaf against one at 2x4096 and 8x2048 (every variant verified on
+# Probe and adoption in one device call (lab, session 21; device starts were scarce): six launches a leaf against one at 2x4096 and 8x2048 (every variant verified on
 # four stress profiles first); where the fused leaf is at least 3% faster at both shapes, the device's
 # copy of cuda_blocked takes cholqr_fused=True (and the fused narrow update and merge too where they
 # add 2% more); then, adopted or not, qrv2-tests on the file and GPU MODE's eval.py (leaderboard mode,
@@ -9,11 +8,8 @@
 set -u
 . lab/device_common.sh
 stamp start
-timeout 100 python3 -m pytest -q -p no:cacheprovider -m gpu tests/kernels/test_cuda_families.py \
-  -k "cholqr_leaf" > "$OUT/pytest_fused.txt" 2>&1
-stamp "pytest fused kernels: exit $?"; tail -3 "$OUT/pytest_fused.txt"
 CHK="--check rankdef --check mixed --check nearrank --check clustered"
-timeout 110 python3 lab/blocked_probe.py --shape 2x4096 --shape 8x2048 --rounds 3 --calls 5 $CHK --profile \
+timeout 150 python3 lab/blocked_probe.py --shape 2x4096 --shape 8x2048 --rounds 3 --calls 5 $CHK --profile \
   --variant 'six:cholqr_fused=False' --variant 'leaf:cholqr_fused=True' \
   --variant 'all:cholqr_fused=True,narrow_fused=True,merge_fused=True' > "$OUT/probe_tall.txt" 2>&1
 stamp "probe tall: exit $?"; grep -v "verify ok" "$OUT/probe_tall.txt" | grep -v -i warn | grep -v "^      0\.[0-3]"
