@@ -9,7 +9,7 @@ set -u
 . lab/device_common.sh
 stamp start
 CHK="--check rankdef --check mixed --check nearrank --check clustered"
-timeout 140 python3 lab/blocked_probe.py --shape 2x4096 --shape 8x2048 --rounds 3 --calls 5 $CHK --profile \
+timeout 120 python3 lab/blocked_probe.py --shape 2x4096 --shape 8x2048 --rounds 3 --calls 5 $CHK --profile \
   --variant 'six:cholqr_fused=False' --variant 'leaf:cholqr_fused=True' \
   --variant 'all:cholqr_fused=True,narrow_fused=True,merge_fused=True' > "$OUT/probe_tall.txt" 2>&1
 stamp "probe tall: exit $?"; grep -v "verify ok" "$OUT/probe_tall.txt" | grep -v -i warn | grep -v "^      0\.[0-3]"
@@ -38,7 +38,7 @@ if [ -n "$overrides" ]; then
 else
   stamp "the fused leaf did not pay: nothing adopted (the defaults are verified and timed as they are)"
 fi
-timeout 90 python3 -m search verify kernels/families/files/cuda_blocked.py --suite qrv2-tests > "$OUT/verify_cb.txt" 2>&1
+timeout 80 python3 -m search verify kernels/families/files/cuda_blocked.py --suite qrv2-tests > "$OUT/verify_cb.txt" 2>&1
 stamp "verify cuda_blocked on qrv2-tests: exit $? ($(grep -o '[0-9]*/[0-9]* cases passed' "$OUT/verify_cb.txt"))"
 mkdir -p "$OUT/eval"
-OUT="$OUT/eval" bash tools/gpumode_eval.sh .probe/gpumode 9137 "${SPECS:-.probe/gpumode/tall3.txt}" 110
+OUT="$OUT/eval" bash tools/gpumode_eval.sh .probe/gpumode 9137 "${SPECS:-.probe/gpumode/tall3.txt}" 90
