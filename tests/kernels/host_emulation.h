@@ -5,6 +5,10 @@
 // on a GPU where they are all resident.  For tests of a kernel's logic (indices, barriers, the
 // protocol between blocks, the arithmetic); its timing means nothing.  Compile the device source
 // after this header with -DQR_HOST_EMULATION, g++ -std=c++20 -pthread.
+//
+// Kernels with static __shared__ arrays run with -DQR_EMULATE_STATIC_SHARED, which makes those arrays
+// static (one copy in the process), through launch_serial: one block at a time, so the copy is the
+// block's.  Only kernels whose blocks never wait for each other can run that way.
 #pragma once
 
 #include <pthread.h>
@@ -27,7 +31,11 @@
 #define __host__
 #define __forceinline__ inline
 #define __noinline__
+#ifdef QR_EMULATE_STATIC_SHARED
+#define __shared__ static
+#else
 #define __shared__
+#endif
 #define __launch_bounds__(...)
 
 using std::fabs;
@@ -67,7 +75,7 @@ inline thread_local Block* block = nullptr;
 
 inline thread_local uint3 threadIdx;
 inline thread_local uint3 blockIdx;
-inline dim3 gridDim;   // one launch at a time
+inline thread_local dim3 gridDim;
 inline dim3 blockDim;
 
 inline void __syncthreads() { emu::block->bar.arrive_and_wait(); }
@@ -169,18 +177,17 @@ namespace emu {
 template <class Body>
 void launch(unsigned grid, unsigned threads, std::size_t shared_bytes, Body body) {
     if (threads % 32) throw std::invalid_argument("emu::launch: threads must be whole warps");
-    gridDim = dim3{grid, 1, 1};
     blockDim = dim3{threads, 1, 1};
     std::vector<std::unique_ptr<Block>> blocks;
     for (unsigned b = 0; b < grid; ++b) blocks.push_back(std::make_unique<Block>(threads, shared_bytes));
     struct Start {
         Block* block;
-        unsigned b, t;
+        unsigned grid, b, t;
         Body* body;
     };
     std::vector<Start> starts;
     for (unsigned b = 0; b < grid; ++b)
-        for (unsigned t = 0; t < threads; ++t) starts.push_back({blocks[b].get(), b, t, &body});
+        for (unsigned t = 0; t < threads; ++t) starts.push_back({blocks[b].get(), grid, b, t, &body});
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 1 << 19);
@@ -191,6 +198,7 @@ void launch(unsigned grid, unsigned threads, std::size_t shared_bytes, Body body
             emu::block = s.block;
             blockIdx = uint3{s.b, 0, 0};
             threadIdx = uint3{s.t, 0, 0};
+            gridDim = dim3{s.grid, 1, 1};
             (*s.body)();
             return nullptr;
         };
@@ -201,6 +209,19 @@ void launch(unsigned grid, unsigned threads, std::size_t shared_bytes, Body body
     }
     for (pthread_t id : ids) pthread_join(id, nullptr);
     pthread_attr_destroy(&attr);
+}
+
+// Runs body() as the blocks of a grid (x, y), one block after the other, each of `threads` GPU threads
+// at once (kernels whose blocks never wait for each other; see QR_EMULATE_STATIC_SHARED).
+template <class Body>
+void launch_serial(dim3 grid, unsigned threads, std::size_t shared_bytes, Body body) {
+    for (unsigned y = 0; y < grid.y; ++y)
+        for (unsigned x = 0; x < grid.x; ++x)
+            launch(1, threads, shared_bytes, [&] {
+                blockIdx = uint3{x, y, 0};
+                gridDim = grid;
+                body();
+            });
 }
 
 }  // namespace emu

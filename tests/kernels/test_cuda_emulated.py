@@ -92,6 +92,56 @@ def emulated(tmp_path_factory):
     return lib
 
 
+_PANEL_DRIVER = r"""
+extern "C" void run_panel(const float* S, float* H, float* tau, float* vt, float* t, int batch, int n, int k, int w,
+                          long long vstride, long long tstride, int ldt, double* acc, double* small, int* flags,
+                          int sweep) {
+    const dim3 chunks{(unsigned)((n - k + GROWS - 1) / GROWS), (unsigned)batch, 1};
+    const dim3 matrices{(unsigned)batch, 1, 1};
+    emu::launch_serial(chunks, 256, 0, [&] { cholqr_gram_kernel(S, n, k, w, nullptr, 0, acc, flags); });
+    emu::launch_serial(matrices, 1024, 0, [&] {
+        if (sweep) cholqr_first_kernel<true>(acc, w, small, flags);
+        else cholqr_first_kernel<false>(acc, w, small, flags);
+    });
+    emu::launch_serial(chunks, 256, 0, [&] { cholqr_gram_kernel(S, n, k, w, small + QB * QB, 4 * QB * QB, acc, flags); });
+    emu::launch_serial(matrices, 1024, 0, [&] {
+        if (sweep) cholqr_second_kernel<true>(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, acc, small, flags);
+        else cholqr_second_kernel<false>(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, acc, small, flags);
+    });
+    emu::launch_serial(chunks, 256, 0, [&] { cholqr_rows_kernel(S, H, vt, n, k, w, vstride, small, flags); });
+    emu::launch_serial(matrices, 1024, 0, [&] {
+        cholqr_fallback_kernel(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, flags);
+    });
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def six_launches(tmp_path_factory):
+    """cuda_blocked's six launches of a Cholesky QR leaf built for the host: their static shared arrays
+    made static (QR_EMULATE_STATIC_SHARED), their blocks run one at a time.  The Householder panel
+    kernel's dynamic shared array (not run here) is declared as a plain pointer."""
+    folder = tmp_path_factory.mktemp("six")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRITON_INTERPRET", "1")
+        module = _module("cuda_blocked", folder)
+    device = module._DEVICE_SOURCE
+    assert device.count("extern __shared__ float smem[];") == 1
+    device = device.replace("extern __shared__ float smem[];", "float* smem = nullptr;")
+    source = folder / "six.cpp"
+    source.write_text("#define QR_HOST_EMULATION\n#define QR_EMULATE_STATIC_SHARED\n#include \"host_emulation.h\"\n"
+                      + device + _PANEL_DRIVER)
+    library = folder / "six.so"
+    result = subprocess.run(["g++", "-std=c++20", "-O1", "-pthread", "-shared", "-fPIC", "-I",
+                             str(Path(__file__).parent), str(source), "-o", str(library)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-4000:]
+    lib = ctypes.CDLL(str(library))
+    pointer, i32, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
+    lib.run_panel.argtypes = [pointer] * 5 + [i32] * 4 + [i64, i64, i32] + [pointer] * 3 + [i32]
+    return lib.run_panel
+
+
 @pytest.fixture
 def leaf(emulated):
     return emulated.run_leaf
@@ -179,6 +229,33 @@ def test_fused_leaf_matches_the_reference_panel(leaf, batch, n, k, w, profile):
     compared = _compare(run, a, k, w, {1, 2}, f"batch={batch} n={n} k={k} w={w} {profile}")
     if profile == "dense":  # the structured profiles' panels may all be ill-conditioned: properties only
         assert compared == batch - 2
+
+
+@pytest.mark.parametrize("sweep", [False, True])
+@pytest.mark.parametrize("batch, n, k, w, profile", [(3, 200, 0, 32, "dense"), (3, 200, 8, 20, "mixed")])
+def test_six_launches_match_the_reference_panel(six_launches, sweep, batch, n, k, w, profile):
+    """The six launches of a leaf (the defaults' tall panels), with the 32x32 factors' inverses by
+    triangular solves or inside the factors' sweeps: ordinary matrices match the reference panel,
+    a zero column and two equal columns are flagged and factored by the fallback kernel, and the
+    Gram accumulator is left zero."""
+    a = generate_input(batch, n, 1.0, 7, profile)
+    a[1, :, k + 3] = 0.0
+    a[2, :, k + 5] = a[2, :, k + 4]
+    run = Leaf(a, w)
+    if k:
+        run.h.copy_(a)
+    acc = torch.zeros((batch, 1024), dtype=torch.float64)
+    small = torch.zeros((batch, 4096), dtype=torch.float64)
+    flags = torch.full((batch,), -1, dtype=torch.int32)
+    source = run.h if k else a
+    six_launches(source.data_ptr(), run.h.data_ptr(), run.tau.data_ptr(), run.vt.data_ptr(), run.t.data_ptr(),
+                 batch, n, k, w, run.vt.stride(0), run.t.stride(0), run.t.stride(1), acc.data_ptr(),
+                 small.data_ptr(), flags.data_ptr(), int(sweep))
+    assert not acc.any(), "the leaf must leave its Gram accumulator zero"
+    assert flags[1] and flags[2] and not flags[0], flags.tolist()
+    compared = _compare(run, a, k, w, {1, 2}, f"six launches batch={batch} n={n} k={k} w={w} {profile} sweep={sweep}")
+    if profile == "dense":
+        assert compared == 1
 
 
 def test_fused_leaves_in_a_row_share_their_workspaces(leaf):

@@ -268,9 +268,10 @@ class ReferencePanel:
         assert 0 <= k and 1 <= w and k + w <= n and n - k <= 32 * rpl and w <= warps * cpw
         self._factor_panel(S, H, tau, vt, t, k, w)
 
-    def cholqr_panel(self, S, H, tau, vt, t, acc, small, flags, k, w) -> None:
-        """The Cholesky QR leaf promises what panel() does, from workspaces sized as its host code
-        checks, and leaves its Gram accumulator zero for the next leaf."""
+    def cholqr_panel(self, S, H, tau, vt, t, acc, small, flags, k, w, sweep=False) -> None:
+        """The Cholesky QR leaf promises what panel() does (its inverses by triangular solves or in
+        the factors' sweeps alike), from workspaces sized as its host code checks, and leaves its
+        Gram accumulator zero for the next leaf."""
         self.cholqr_calls += 1
         batch, n = H.shape[0], H.shape[-1]
         assert 0 <= k and 1 <= w <= 32 and k + w <= n
@@ -678,8 +679,8 @@ def test_panel_kernel_matches_the_reference_panel_on_gpu(tmp_path, params):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fused", [False, True])
-def test_cholqr_leaf_matches_the_reference_panel_on_gpu(tmp_path, fused):
+@pytest.mark.parametrize("fused, sweep", [(False, False), (False, True), (True, False)])
+def test_cholqr_leaf_matches_the_reference_panel_on_gpu(tmp_path, fused, sweep):
     """The Cholesky QR leaf on the GPU: tall and short panels, partial widths, read from the input or
     in place.  Ordinary matrices match the reference panel; matrices whose panel is nearly dependent
     (a zero column, two equal columns) are flagged, factored by the fallback and checked by the
@@ -710,10 +711,10 @@ def test_cholqr_leaf_matches_the_reference_panel_on_gpu(tmp_path, fused):
             ext.cholqr_leaf(*got, acc, small, flags, gram, ctrl, k, w)
             assert not gram.any() and not ctrl.any(), "the fused leaf must leave its Grams and counters zero"
         else:
-            ext.cholqr_panel(*got, acc, small, flags, k, w)
+            ext.cholqr_panel(*got, acc, small, flags, k, w, sweep)
         assert not acc.any(), "the leaf must leave its Gram accumulator zero"
         ReferencePanel(set()).cholqr_panel(*want, acc.cpu(), small.cpu(), flags.cpu(), k, w)
-        where = f"batch={batch} n={n} k={k} w={w} {profile} fused={fused}"
+        where = f"batch={batch} n={n} k={k} w={w} {profile} fused={fused} sweep={sweep}"
         # the fused leaf decides per matrix inside the launch: what it flagged shows in the properties
         flagged = [1, 2] if fused else [i for i in range(batch) if flags[i].item()]
         assert {1, 2} <= set(flagged), (where, flags.tolist())

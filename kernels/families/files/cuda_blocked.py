@@ -60,7 +60,9 @@ panel_le512 / panel_le1024 ask for it below) a panel is 32 columns of Cholesky Q
 Grams in float64 over row chunks of 64 (many blocks a matrix, summed by atomics), the 32x32 Cholesky
 factors, their inverses, and the Householder reconstruction (Ballard et al. 2014: Q1 - S = L U with
 the signs S chosen per step, V = [L; Q2 U^-1], R_H = S R, T = -U S L^-T) on one block of 1024
-threads holding an element each, then V's rows below the top block over the chunks again.  A matrix
+threads holding an element each, then V's rows below the top block over the chunks again.  The
+inverses come from triangular solves after each factor, or (PARAMS cholqr_inverse = "sweep") from
+the factor's own sweep applied to an identity (Gauss-Jordan): 96 barrier steps a leaf instead of 192.  A matrix
 whose panel is nearly dependent (a pivot under 1e-12 of its column's square norm, or Q1ᵀQ1 more than
 0.1 from I) is flagged and factored column by column by a fallback kernel, so the path is exact for
 every input, whatever the rest of the batch holds.  The block merges' V1ᵀV2 over 1024 rows or more
@@ -147,6 +149,7 @@ PARAMS = {
     'panel_gt1024': 'cholqr2',
     'cholqr_min_rows': 256,
     'cholqr_fused': False,
+    'cholqr_inverse': 'solve',
     'cross_min_rows': 1024,
     'narrow_gt1024': 'split',
     'narrow_cols_gt1024': 256,
@@ -231,6 +234,10 @@ SPACE = {
     # A leaf in one launch (each block keeps its rows from the first Gram to V and meets its matrix's
     # other blocks after each Gram, the 32x32 factors in every block) or in six.
     "cholqr_fused": [False, True],
+    # The six launches' 32x32 factors: each Cholesky, then its inverse by a triangular solve, and the
+    # signed LU, then both its inverses ("solve": 192 barrier steps a leaf), or each factor with its
+    # inverses in one Gauss-Jordan sweep ("sweep": 96 steps, the fused leaf's routines).
+    "cholqr_inverse": ["solve", "sweep"],
     "cross_min_rows": [256, 512, 1024, 4096],
     # Updates of at most narrow_cols_gt1024 columns above n = 1024 (inside a block, and the last
     # ones): "split" computes VᵀC split over the rows and C -= V·(TᵀW) by row chunks in exact FP32 on
@@ -846,6 +853,117 @@ __device__ __forceinline__ void signed_lu_elems(double (&a)[E], int w, double* r
     }
 }
 
+// Sweeps of a factor and its inverses in one pass of w barrier steps (the fused leaf's, and the six
+// launches' with PARAMS cholqr_inverse = "sweep"; the routines above take two passes for each): the
+// inverses are built by the same row or column operations as the factor, applied to an identity
+// (Gauss-Jordan), instead of a triangular solve afterwards.
+
+// Upper Cholesky G = Rᵀ R of the w x w block whose elements (i, j), i <= j, this thread holds in x,
+// and R^-1, written into rinv_tile (every element).  Row operations with L's multipliers (G = L D Lᵀ,
+// R = D^1/2 Lᵀ) turn an identity a into L^-1, and R^-1 = L^-ᵀ D^-1/2.  False (for every thread) where
+// a pivot is not above rel times its column's original square norm.  rows: 4 x QB, diag and rinvs: QB.
+template <int E>
+__device__ __forceinline__ bool cholesky_inverse_elems(double (&x)[E], double (*rinv_tile)[QL], int w, double rel,
+                                                       double* rows, double* diag, double* rinvs, int* ok) {
+    const int j = threadIdx.x & 31;
+    double a[E];
+#pragma unroll
+    for (int u = 0; u < E; ++u) {
+        const int i = elem_row<E>(u);
+        if (i == j) diag[j] = x[u];
+        a[u] = (i == j && j < w) ? 1.0 : 0.0;
+    }
+    __syncthreads();
+    for (int p = 0; p < w; ++p) {
+        double* row = rows + (p & 1) * 2 * QB;  // R's row p
+        double* arow = row + QB;                // L^-1's row p
+        on_pivot_row<E>(x, p, [&](double& xp) {
+            const double d = __shfl_sync(0xffffffffu, xp, p);
+            const bool good = d > rel * diag[p] && isfinite(d);
+            const double rinv = good ? 1.0 / sqrt(d) : 0.0;
+            if (j >= p) xp *= rinv;
+            row[j] = xp;
+            if (j == 0) {
+                ok[p & 1] = good;
+                rinvs[p] = rinv;
+            }
+        });
+        on_pivot_row<E>(a, p, [&](double& ap) { arow[j] = ap; });
+        __syncthreads();
+        if (!ok[p & 1]) return false;  // the same for every thread
+        const double lmul = rinvs[p];
+#pragma unroll
+        for (int u = 0; u < E; ++u) {
+            const int i = elem_row<E>(u);
+            if (i > p && j >= i && j < w) x[u] = fma(-row[i], row[j], x[u]);
+            if (i > p && i < w && j <= p) a[u] = fma(-(row[i] * lmul), arow[j], a[u]);
+        }
+    }
+    __syncthreads();  // rinvs is complete
+#pragma unroll
+    for (int u = 0; u < E; ++u) {
+        const int i = elem_row<E>(u);
+        rinv_tile[j][i] = (j <= i && i < w) ? a[u] * rinvs[i] : 0.0;
+    }
+    return true;
+}
+
+// Q1 - S = L U on the w x w block whose elements this thread holds in a, the signs S chosen per step
+// so that |U_pp| >= 1 (Ballard et al.): a then holds U on and above the diagonal and L's multipliers
+// below it, sgn the signs; xu U^-1 and xl L^-1.  Row operations on an identity give L^-1; column
+// operations with Ũ = D^-1 U give Ũ^-1, and U^-1 = Ũ^-1 D^-1.  rows: 8 x QB, invs: QB.
+template <int E>
+__device__ __forceinline__ void signed_lu_inverses_elems(double (&a)[E], double (&xu)[E], double (&xl)[E], int w,
+                                                         double* rows, double* sgn, double* invs) {
+    const int j = threadIdx.x & 31;
+#pragma unroll
+    for (int u = 0; u < E; ++u) {
+        xu[u] = (elem_row<E>(u) == j && j < w) ? 1.0 : 0.0;
+        xl[u] = xu[u];
+    }
+    for (int p = 0; p < w; ++p) {
+        double* row = rows + (p & 1) * 4 * QB;  // the pivot row of a
+        double* col = row + QB;                 // the pivot column of a
+        double* urow = col + QB;                // Ũ^-1's column p (by row)
+        double* lrow = urow + QB;               // L^-1's row p
+#pragma unroll
+        for (int u = 0; u < E; ++u) {
+            const int i = elem_row<E>(u);
+            if (i == p) {
+                row[j] = a[u];
+                lrow[j] = xl[u];
+                if (j == p) {
+                    const double s = a[u] >= 0.0 ? -1.0 : 1.0;
+                    sgn[p] = s;
+                    invs[p] = 1.0 / (a[u] - s);
+                }
+            }
+            if (j == p) {
+                col[i] = a[u];
+                urow[i] = xu[u];
+            }
+        }
+        __syncthreads();
+        const double inv = invs[p];
+#pragma unroll
+        for (int u = 0; u < E; ++u) {
+            const int i = elem_row<E>(u);
+            if (i == p && j == p) {
+                a[u] -= sgn[p];
+            } else if (i > p && j == p) {
+                a[u] *= inv;
+            } else if (i > p && j > p) {
+                a[u] = fma(-(col[i] * inv), row[j], a[u]);
+            }
+            if (i > p && i < w && j <= p) xl[u] = fma(-(col[i] * inv), lrow[j], xl[u]);
+            if (i <= p && j > p && j < w) xu[u] = fma(-(row[j] * inv), urow[i], xu[u]);
+        }
+    }
+    __syncthreads();  // invs is complete
+#pragma unroll
+    for (int u = 0; u < E; ++u) xu[u] *= j < w ? invs[j] : 0.0;
+}
+
 // (a b)[i][j] for upper triangular a and b: only q >= i contributes (b is zero below its diagonal),
 // and the bound is the same across a warp (i is the warp).
 __device__ __forceinline__ double upper_product_elem(const double (*a)[QL], const double (*b)[QL], int i, int j) {
@@ -873,19 +991,26 @@ __device__ __forceinline__ double take_gram(double* acc, int b, int i, int j, in
 
 // First pass: R1 = chol(Gram) and R1^-1 into small[b] (R1, R1^-1, N, spare), the flag set where the
 // panel is nearly dependent.
+template <bool SWEEP>
 __global__ void __launch_bounds__(1024) cholqr_first_kernel(double* acc, int w, double* small, int* flags) {
     const int b = blockIdx.x, i = threadIdx.x >> 5, j = threadIdx.x & 31;
     __shared__ double r[QB][QL];
-    __shared__ double rows[2 * QB], diag[QB];
+    __shared__ double rows[(SWEEP ? 4 : 2) * QB], diag[QB], rinvs[QB];
     __shared__ int ok[2];
     double x[1] = {take_gram(acc, b, i, j, w)};
-    const bool good = cholesky_elems<1>(x, w, 1e-12, rows, diag, ok);
+    const bool good = SWEEP ? cholesky_inverse_elems<1>(x, r, w, 1e-12, rows, diag, rinvs, ok)
+                            : cholesky_elems<1>(x, w, 1e-12, rows, diag, ok);
     if (threadIdx.x == 0) flags[b] = good ? 0 : 1;
     if (!good) return;
     const bool upper = i <= j && j < w;
-    r[i][j] = upper ? x[0] : 0.0;
     double inv[1];
-    upper_inverse_elems<1>(r, w, rows, inv);
+    if (SWEEP) {
+        __syncthreads();  // r holds R^-1
+        inv[0] = r[i][j];
+    } else {
+        r[i][j] = upper ? x[0] : 0.0;
+        upper_inverse_elems<1>(r, w, rows, inv);
+    }
     double* out = small + (size_t)b * 4 * QB * QB;
     out[i * QB + j] = upper ? x[0] : 0.0;
     out[QB * QB + i * QB + j] = upper ? inv[0] : 0.0;
@@ -894,31 +1019,37 @@ __global__ void __launch_bounds__(1024) cholqr_first_kernel(double* acc, int w, 
 // Second pass and the reconstruction: R2 = chol(Q1ᵀQ1), R = R2 R1, M = R1^-1 R2^-1, Q's top block
 // P1 M = L U + S, and the top block's outputs: H (S R on and above the diagonal, L below), tau,
 // T = -U S L^-T and Vᵀ's top rows; N = M U^-1 (V2 = P2 N) into small[b] for the rows below.
+template <bool SWEEP>
 __global__ void __launch_bounds__(1024) cholqr_second_kernel(const float* S, float* H, float* TAU, float* VT, float* T,
                                                              int n, int k, int w, long long vstride, long long tstride,
                                                              int ldt, double* acc, double* small, int* flags) {
     const int b = blockIdx.x, i = threadIdx.x >> 5, j = threadIdx.x & 31;
     if (flags[b]) return;
     __shared__ double a0[QB][QL], a1[QB][QL], a2[QB][QL];
-    __shared__ double rows[4 * QB], diag[QB], sgn[QB], invu[2];
+    __shared__ double rows[(SWEEP ? 8 : 4) * QB], diag[QB], sgn[QB], invs[QB], rinvs[QB];
     __shared__ int ok[2];
     const bool in = i < w && j < w, upper = i <= j && j < w;
     double x[1] = {take_gram(acc, b, i, j, w)};
     // Q1 must be nearly orthonormal for the second pass to finish the job
     const bool far = upper && !(fabs(x[0] - (i == j ? 1.0 : 0.0)) <= 0.1);
-    const bool good = !__syncthreads_or(far) && cholesky_elems<1>(x, w, 0.5, rows, diag, ok);
+    const bool good = !__syncthreads_or(far) && (SWEEP ? cholesky_inverse_elems<1>(x, a2, w, 0.5, rows, diag, rinvs, ok)
+                                                       : cholesky_elems<1>(x, w, 0.5, rows, diag, ok));
     if (!good) {
         if (threadIdx.x == 0) flags[b] = 1;
         return;
     }
     const double* sm = small + (size_t)b * 4 * QB * QB;
-    a0[i][j] = upper ? x[0] : 0.0;              // R2
+    a0[i][j] = upper ? x[0] : 0.0;              // R2 (with SWEEP, R2^-1 is in a2)
     a1[i][j] = sm[i * QB + j];                  // R1
     __syncthreads();
     const double rr = upper_product_elem(a0, a1, i, j);            // R = R2 R1
-    double r2inv[1];
-    upper_inverse_elems<1>(a0, w, rows, r2inv);                    // (its first barrier orders the reads above)
-    a2[i][j] = r2inv[0];
+    if (SWEEP) {
+        __syncthreads();
+    } else {
+        double r2inv[1];
+        upper_inverse_elems<1>(a0, w, rows, r2inv);                // (its first barrier orders the reads above)
+        a2[i][j] = r2inv[0];
+    }
     a1[i][j] = sm[QB * QB + i * QB + j];        // R1^-1
     __syncthreads();
     const double mij = upper_product_elem(a1, a2, i, j);           // M = R1^-1 R2^-1
@@ -928,15 +1059,21 @@ __global__ void __launch_bounds__(1024) cholqr_second_kernel(const float* S, flo
     a1[i][j] = in ? (double)src[(size_t)i * n + j] : 0.0;          // P1
     __syncthreads();
     double lu[1] = {product_elem(a1, a0, i, j)};                   // Q1 = P1 M
-    signed_lu_elems<1>(lu, w, rows, sgn, invu);                    // Q1 - S = L U, in place
-    const double a = lu[0];
-    __syncthreads();
-    a2[i][j] = in ? a : 0.0;                    // U on and above the diagonal, L's multipliers below
-    a1[i][j] = upper ? a : 0.0;                 // U alone
     double uinv[1], linv[1];
-    triangular_inverses_elems<1>(a1, a2, w, rows, uinv, linv);
-    __syncthreads();
-    a1[i][j] = uinv[0];
+    if (SWEEP) {
+        signed_lu_inverses_elems<1>(lu, uinv, linv, w, rows, sgn, invs);  // Q1 - S = L U, U^-1, L^-1
+        a2[i][j] = in ? lu[0] : 0.0;            // U on and above the diagonal, L's multipliers below
+        a1[i][j] = uinv[0];
+    } else {
+        signed_lu_elems<1>(lu, w, rows, sgn, invs);                // Q1 - S = L U, in place
+        __syncthreads();
+        a2[i][j] = in ? lu[0] : 0.0;            // U on and above the diagonal, L's multipliers below
+        a1[i][j] = upper ? lu[0] : 0.0;         // U alone
+        triangular_inverses_elems<1>(a1, a2, w, rows, uinv, linv);
+        __syncthreads();
+        a1[i][j] = uinv[0];
+    }
+    const double a = lu[0];
     __syncthreads();
     double* nout = small + (size_t)b * 4 * QB * QB + 2 * QB * QB;
     nout[i * QB + j] = upper_product_elem(a0, a1, i, j);           // N = M U^-1
@@ -1274,116 +1411,6 @@ __device__ void chunk_times_upper(double (*x)[QL], const double (*f)[QL]) {
         x[e / QB][e % QB] = y[u];
     }
     __syncthreads();
-}
-
-// The fused leaf's sweeps, each a factor and its inverses in one pass of w barrier steps (the six
-// launches take two passes for each): the inverses are built by the same row or column operations
-// as the factor, applied to an identity (Gauss-Jordan), instead of a triangular solve afterwards.
-
-// Upper Cholesky G = Rᵀ R of the w x w block whose elements (i, j), i <= j, this thread holds in x,
-// and R^-1, written into rinv_tile (every element).  Row operations with L's multipliers (G = L D Lᵀ,
-// R = D^1/2 Lᵀ) turn an identity a into L^-1, and R^-1 = L^-ᵀ D^-1/2.  False (for every thread) where
-// a pivot is not above rel times its column's original square norm.  rows: 4 x QB, diag and rinvs: QB.
-template <int E>
-__device__ __forceinline__ bool cholesky_inverse_elems(double (&x)[E], double (*rinv_tile)[QL], int w, double rel,
-                                                       double* rows, double* diag, double* rinvs, int* ok) {
-    const int j = threadIdx.x & 31;
-    double a[E];
-#pragma unroll
-    for (int u = 0; u < E; ++u) {
-        const int i = elem_row<E>(u);
-        if (i == j) diag[j] = x[u];
-        a[u] = (i == j && j < w) ? 1.0 : 0.0;
-    }
-    __syncthreads();
-    for (int p = 0; p < w; ++p) {
-        double* row = rows + (p & 1) * 2 * QB;  // R's row p
-        double* arow = row + QB;                // L^-1's row p
-        on_pivot_row<E>(x, p, [&](double& xp) {
-            const double d = __shfl_sync(0xffffffffu, xp, p);
-            const bool good = d > rel * diag[p] && isfinite(d);
-            const double rinv = good ? 1.0 / sqrt(d) : 0.0;
-            if (j >= p) xp *= rinv;
-            row[j] = xp;
-            if (j == 0) {
-                ok[p & 1] = good;
-                rinvs[p] = rinv;
-            }
-        });
-        on_pivot_row<E>(a, p, [&](double& ap) { arow[j] = ap; });
-        __syncthreads();
-        if (!ok[p & 1]) return false;  // the same for every thread
-        const double lmul = rinvs[p];
-#pragma unroll
-        for (int u = 0; u < E; ++u) {
-            const int i = elem_row<E>(u);
-            if (i > p && j >= i && j < w) x[u] = fma(-row[i], row[j], x[u]);
-            if (i > p && i < w && j <= p) a[u] = fma(-(row[i] * lmul), arow[j], a[u]);
-        }
-    }
-    __syncthreads();  // rinvs is complete
-#pragma unroll
-    for (int u = 0; u < E; ++u) {
-        const int i = elem_row<E>(u);
-        rinv_tile[j][i] = (j <= i && i < w) ? a[u] * rinvs[i] : 0.0;
-    }
-    return true;
-}
-
-// Q1 - S = L U on the w x w block whose elements this thread holds in a, the signs S chosen per step
-// so that |U_pp| >= 1 (Ballard et al.): a then holds U on and above the diagonal and L's multipliers
-// below it, sgn the signs; xu U^-1 and xl L^-1.  Row operations on an identity give L^-1; column
-// operations with Ũ = D^-1 U give Ũ^-1, and U^-1 = Ũ^-1 D^-1.  rows: 8 x QB, invs: QB.
-template <int E>
-__device__ __forceinline__ void signed_lu_inverses_elems(double (&a)[E], double (&xu)[E], double (&xl)[E], int w,
-                                                         double* rows, double* sgn, double* invs) {
-    const int j = threadIdx.x & 31;
-#pragma unroll
-    for (int u = 0; u < E; ++u) {
-        xu[u] = (elem_row<E>(u) == j && j < w) ? 1.0 : 0.0;
-        xl[u] = xu[u];
-    }
-    for (int p = 0; p < w; ++p) {
-        double* row = rows + (p & 1) * 4 * QB;  // the pivot row of a
-        double* col = row + QB;                 // the pivot column of a
-        double* urow = col + QB;                // Ũ^-1's column p (by row)
-        double* lrow = urow + QB;               // L^-1's row p
-#pragma unroll
-        for (int u = 0; u < E; ++u) {
-            const int i = elem_row<E>(u);
-            if (i == p) {
-                row[j] = a[u];
-                lrow[j] = xl[u];
-                if (j == p) {
-                    const double s = a[u] >= 0.0 ? -1.0 : 1.0;
-                    sgn[p] = s;
-                    invs[p] = 1.0 / (a[u] - s);
-                }
-            }
-            if (j == p) {
-                col[i] = a[u];
-                urow[i] = xu[u];
-            }
-        }
-        __syncthreads();
-        const double inv = invs[p];
-#pragma unroll
-        for (int u = 0; u < E; ++u) {
-            const int i = elem_row<E>(u);
-            if (i == p && j == p) {
-                a[u] -= sgn[p];
-            } else if (i > p && j == p) {
-                a[u] *= inv;
-            } else if (i > p && j > p) {
-                a[u] = fma(-(col[i] * inv), row[j], a[u]);
-            }
-            if (i > p && i < w && j <= p) xl[u] = fma(-(col[i] * inv), lrow[j], xl[u]);
-            if (i <= p && j > p && j < w) xu[u] = fma(-(row[j] * inv), urow[i], xu[u]);
-        }
-    }
-    __syncthreads();  // invs is complete
-#pragma unroll
-    for (int u = 0; u < E; ++u) xu[u] *= j < w ? invs[j] : 0.0;
 }
 
 // This thread's elements of a summed Gram's upper w x w triangle (zero elsewhere), through the L2.
@@ -1881,7 +1908,7 @@ void check_leaf(const at::Tensor& S, const at::Tensor& H, const at::Tensor& tau,
 // panel() writes them; acc (float64, batch x 1024, zero), small (float64, batch x 4096) and flags
 // (int32, batch) are workspaces (acc is left zero).  Flagged matrices take the column-by-column kernel.
 void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc,
-                  at::Tensor small, at::Tensor flags, int64_t k, int64_t w) {
+                  at::Tensor small, at::Tensor flags, int64_t k, int64_t w, bool sweep) {
     check_leaf(S, H, tau, vt, t, acc, small, flags, k, w);
     const int n = (int)H.size(2);
     const long long batch = H.size(0);
@@ -1899,11 +1926,12 @@ void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at:
     const dim3 grid((unsigned)((n - k + GROWS - 1) / GROWS), (unsigned)batch);
     cholqr_gram_kernel<<<grid, 256, 0, stream>>>(s, n, kk, ww, nullptr, 0, g, f);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    cholqr_first_kernel<<<(unsigned)batch, 1024, 0, stream>>>(g, ww, sm, f);
+    (sweep ? cholqr_first_kernel<true> : cholqr_first_kernel<false>)<<<(unsigned)batch, 1024, 0, stream>>>(g, ww, sm, f);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     cholqr_gram_kernel<<<grid, 256, 0, stream>>>(s, n, kk, ww, sm + QB * QB, 4 * QB * QB, g, f);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    cholqr_second_kernel<<<(unsigned)batch, 1024, 0, stream>>>(s, h, taup, vtp, tp, n, kk, ww, vs, ts, ldt, g, sm, f);
+    (sweep ? cholqr_second_kernel<true> : cholqr_second_kernel<false>)<<<(unsigned)batch, 1024, 0, stream>>>(
+        s, h, taup, vtp, tp, n, kk, ww, vs, ts, ldt, g, sm, f);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     cholqr_rows_kernel<<<grid, 256, 0, stream>>>(s, h, vtp, n, kk, ww, vs, sm, f);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -1934,7 +1962,7 @@ void cholqr_leaf(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::
     const int chunks = (n - (int)k + GROWS - 1) / GROWS;
     const long long resident = (long long)per_sm * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
     if (chunks > resident || batch * chunks > (1LL << 31) - 1) {
-        cholqr_panel(S, H, tau, vt, t, acc, small, flags, k, w);
+        cholqr_panel(S, H, tau, vt, t, acc, small, flags, k, w, false);
         return;
     }
     cholqr_leaf_kernel<<<(unsigned)(batch * chunks), LEAF_THREADS, bytes, at::cuda::getCurrentCUDAStream()>>>(
@@ -2085,7 +2113,7 @@ namespace {
 _CPP_SOURCE = ("void panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, int64_t k, int64_t w, "
                "int64_t rpl, int64_t warps, int64_t cpw, int64_t minb);\n"
                "void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc, "
-               "at::Tensor small, at::Tensor flags, int64_t k, int64_t w);\n"
+               "at::Tensor small, at::Tensor flags, int64_t k, int64_t w, bool sweep);\n"
                "void cholqr_leaf(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc, "
                "at::Tensor small, at::Tensor flags, at::Tensor gram, at::Tensor ctrl, int64_t k, int64_t w);\n"
                "void cross(at::Tensor A, at::Tensor B, at::Tensor out);\n"
@@ -2239,7 +2267,7 @@ def _block(ext, S: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, vt: torch.T
         if _cholqr_leaf(n, m, width) and PARAMS["cholqr_fused"]:
             ext.cholqr_leaf(S, H, tau, vt, t, *work, k, width)
         elif _cholqr_leaf(n, m, width):
-            ext.cholqr_panel(S, H, tau, vt, t, *work[:3], k, width)
+            ext.cholqr_panel(S, H, tau, vt, t, *work[:3], k, width, PARAMS["cholqr_inverse"] == "sweep")
         else:
             rpl = _rows_per_lane(m)
             ext.panel(S, H, tau, vt, t, k, width, rpl, *_shape(nb, rpl, H.shape[0], sms))
