@@ -1019,8 +1019,10 @@ __global__ void __launch_bounds__(1024) cholqr_first_kernel(double* acc, int w, 
 // Second pass and the reconstruction: R2 = chol(Q1ᵀQ1), R = R2 R1, M = R1^-1 R2^-1, Q's top block
 // P1 M = L U + S, and the top block's outputs: H (S R on and above the diagonal, L below), tau,
 // T = -U S L^-T and Vᵀ's top rows; N = M U^-1 (V2 = P2 N) into small[b] for the rows below.
+// (With SWEEP, ptxas left to itself gave the kernel 32 registers and 20 bytes of spill loads; a
+// minimum of one block an SM lets it take 48.)
 template <bool SWEEP>
-__global__ void __launch_bounds__(1024) cholqr_second_kernel(const float* S, float* H, float* TAU, float* VT, float* T,
+__global__ void __launch_bounds__(1024, SWEEP ? 1 : 0) cholqr_second_kernel(const float* S, float* H, float* TAU, float* VT, float* T,
                                                              int n, int k, int w, long long vstride, long long tstride,
                                                              int ldt, double* acc, double* small, int* flags) {
     const int b = blockIdx.x, i = threadIdx.x >> 5, j = threadIdx.x & 31;
