@@ -65,6 +65,17 @@ extern "C" void run_live(const float* A, int batch, int n, int* live) {
 """
 
 
+def _build(stem: Path, text: str) -> ctypes.CDLL:
+    """The C++ text built with g++ for the host (host_emulation.h beside this file) and loaded."""
+    source, library = stem.with_suffix(".cpp"), stem.with_suffix(".so")
+    source.write_text(text)
+    result = subprocess.run(["g++", "-std=c++20", "-O1", "-pthread", "-shared", "-fPIC", "-I",
+                             str(Path(__file__).parent), str(source), "-o", str(library)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return ctypes.CDLL(str(library))
+
+
 @pytest.fixture(scope="module")
 def emulated(tmp_path_factory):
     """cuda_blocked's device source built for the host, with run_leaf, run_narrow, run_merge and run_live."""
@@ -72,15 +83,8 @@ def emulated(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TRITON_INTERPRET", "1")  # the family file's Triton kernel, loaded as the other CPU tests load it
         module = _module("cuda_blocked", folder)
-    source = folder / "leaf.cpp"
-    source.write_text('#define QR_HOST_EMULATION\n#include "host_emulation.h"\n' + module._DEVICE_SOURCE + _DRIVER
-                      + _NARROW_DRIVER + _MERGE_DRIVER + _LIVE_DRIVER)
-    library = folder / "leaf.so"
-    result = subprocess.run(["g++", "-std=c++20", "-O1", "-pthread", "-shared", "-fPIC", "-I",
-                             str(Path(__file__).parent), str(source), "-o", str(library)],
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-4000:]
-    lib = ctypes.CDLL(str(library))
+    lib = _build(folder / "leaf", '#define QR_HOST_EMULATION\n#include "host_emulation.h"\n' + module._DEVICE_SOURCE
+                 + _DRIVER + _NARROW_DRIVER + _MERGE_DRIVER + _LIVE_DRIVER)
     pointer, i32, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
     lib.run_leaf.argtypes = [pointer] * 5 + [i32] * 4 + [i64, i64, i32, pointer, pointer]
     lib.run_leaf.restype = i32
@@ -128,15 +132,8 @@ def six_launches(tmp_path_factory):
     device = module._DEVICE_SOURCE
     assert device.count("extern __shared__ float smem[];") == 1
     device = device.replace("extern __shared__ float smem[];", "float* smem = nullptr;")
-    source = folder / "six.cpp"
-    source.write_text("#define QR_HOST_EMULATION\n#define QR_EMULATE_STATIC_SHARED\n#include \"host_emulation.h\"\n"
-                      + device + _PANEL_DRIVER)
-    library = folder / "six.so"
-    result = subprocess.run(["g++", "-std=c++20", "-O1", "-pthread", "-shared", "-fPIC", "-I",
-                             str(Path(__file__).parent), str(source), "-o", str(library)],
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-4000:]
-    lib = ctypes.CDLL(str(library))
+    lib = _build(folder / "six", "#define QR_HOST_EMULATION\n#define QR_EMULATE_STATIC_SHARED\n"
+                 '#include "host_emulation.h"\n' + device + _PANEL_DRIVER)
     pointer, i32, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
     lib.run_panel.argtypes = [pointer] * 5 + [i32] * 4 + [i64, i64, i32] + [pointer] * 3 + [i32]
     return lib.run_panel

@@ -815,6 +815,27 @@ __device__ __forceinline__ void triangular_inverses_elems(const double (*up)[QL]
     }
 }
 
+// The signed LU's step p on its pivot: the sign s chosen so that |U_pp| = |a_pp - s| >= 1 (Ballard
+// et al.) into sgn[p]; returns 1 / U_pp.
+__device__ __forceinline__ double signed_pivot(double ap, int p, double* sgn) {
+    const double s = ap >= 0.0 ? -1.0 : 1.0;
+    sgn[p] = s;
+    return 1.0 / (ap - s);
+}
+
+// The signed LU's step p on element (i, j) of a, the pivot row and column as they were before the step
+// in row and col: U_pp, L's multiplier, or the Schur complement's update.
+__device__ __forceinline__ void signed_lu_step(double& a, int i, int j, int p, double s, double inv,
+                                               const double* row, const double* col) {
+    if (i == p && j == p) {
+        a -= s;
+    } else if (i > p && j == p) {
+        a *= inv;
+    } else if (i > p && j > p) {
+        a = fma(-(col[i] * inv), row[j], a);
+    }
+}
+
 // Q1 - S = L U in place on the w x w block whose elements this thread holds in a, the signs S chosen
 // per step so that |U_pp| >= 1 (Ballard et al.): a then holds U on and above the diagonal and L's
 // multipliers below it, sgn the signs.  rows: 4 x QB, invu: 2.
@@ -829,27 +850,14 @@ __device__ __forceinline__ void signed_lu_elems(double (&a)[E], int w, double* r
             const int i = elem_row<E>(u);
             if (i == p) {
                 row[j] = a[u];
-                if (j == p) {
-                    const double s = a[u] >= 0.0 ? -1.0 : 1.0;
-                    sgn[p] = s;
-                    invu[p & 1] = 1.0 / (a[u] - s);
-                }
+                if (j == p) invu[p & 1] = signed_pivot(a[u], p, sgn);
             }
             if (j == p) col[i] = a[u];
         }
         __syncthreads();
         const double inv = invu[p & 1];
 #pragma unroll
-        for (int u = 0; u < E; ++u) {
-            const int i = elem_row<E>(u);
-            if (i == p && j == p) {
-                a[u] -= sgn[p];
-            } else if (i > p && j == p) {
-                a[u] *= inv;
-            } else if (i > p && j > p) {
-                a[u] = fma(-(col[i] * inv), row[j], a[u]);
-            }
-        }
+        for (int u = 0; u < E; ++u) signed_lu_step(a[u], elem_row<E>(u), j, p, sgn[p], inv, row, col);
     }
 }
 
@@ -932,11 +940,7 @@ __device__ __forceinline__ void signed_lu_inverses_elems(double (&a)[E], double 
             if (i == p) {
                 row[j] = a[u];
                 lrow[j] = xl[u];
-                if (j == p) {
-                    const double s = a[u] >= 0.0 ? -1.0 : 1.0;
-                    sgn[p] = s;
-                    invs[p] = 1.0 / (a[u] - s);
-                }
+                if (j == p) invs[p] = signed_pivot(a[u], p, sgn);
             }
             if (j == p) {
                 col[i] = a[u];
@@ -948,13 +952,7 @@ __device__ __forceinline__ void signed_lu_inverses_elems(double (&a)[E], double 
 #pragma unroll
         for (int u = 0; u < E; ++u) {
             const int i = elem_row<E>(u);
-            if (i == p && j == p) {
-                a[u] -= sgn[p];
-            } else if (i > p && j == p) {
-                a[u] *= inv;
-            } else if (i > p && j > p) {
-                a[u] = fma(-(col[i] * inv), row[j], a[u]);
-            }
+            signed_lu_step(a[u], i, j, p, sgn[p], inv, row, col);
             if (i > p && i < w && j <= p) xl[u] = fma(-(col[i] * inv), lrow[j], xl[u]);
             if (i <= p && j > p && j < w) xu[u] = fma(-(row[j] * inv), urow[i], xu[u]);
         }
