@@ -66,6 +66,14 @@ class GpuModel:
             return 0.0
         return self.rng(request.candidate_id, "compile").choice(rec.compile_s)
 
+    def expected_compile_seconds(self, request: EvalRequest) -> float:
+        """What a compile scheduler expects the candidate's compile to take: its family's mean
+        recorded compile (the real one orders by its family's last compile)."""
+        rec = self.model.families.get(request.family)
+        if rec is None or not rec.compile_s:
+            return 0.0
+        return sum(rec.compile_s) / len(rec.compile_s)
+
     def _draw(self, request: EvalRequest, what: str) -> float:
         """Simulated seconds: one recorded evaluation's ``what`` of the request's family."""
         rec = self.model.families.get(request.family)

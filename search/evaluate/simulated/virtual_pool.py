@@ -99,7 +99,7 @@ class VirtualPool:
         if len(ev.running) >= self.lanes or ev.queue:
             ev.queue.append((self.now, request))
             if self.compile_ahead:
-                ev.compiles.announce(request.candidate_id, self.gpu.compile_seconds(request))
+                self._announce(ev, request)
         else:
             self._start(ev, request, queued_at=self.now)
 
@@ -138,13 +138,17 @@ class VirtualPool:
             self._inflight = None
         return out
 
+    def _announce(self, ev: _Evaluator, request: EvalRequest) -> None:
+        ev.compiles.announce(request.candidate_id, self.gpu.compile_seconds(request),
+                             self.gpu.expected_compile_seconds(request))
+
     # --- time -------------------------------------------------------------------------------
 
     def _start(self, ev: _Evaluator, request: EvalRequest, queued_at: float) -> None:
         cid = request.candidate_id
         compile_s = self.gpu.compile_seconds(request)
         if self.compile_ahead and self.lanes > 1:
-            ev.compiles.announce(cid, compile_s)  # the worker announces what a free lane starts
+            self._announce(ev, request)  # the worker announces what a free lane starts
         finish_compile = ev.compiles.claim(cid) if self.compile_ahead else None
         if finish_compile is None:
             finish_compile = self.now + compile_s  # compiled inside the evaluation

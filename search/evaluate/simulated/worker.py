@@ -41,7 +41,8 @@ class SimulatedWorker:
     def prefetch(self, request: EvalRequest) -> bool:
         if self.compiles is None:
             return False
-        return self.compiles.announce(request.candidate_id, self.gpu.compile_seconds(request) / self.scale)
+        return self.compiles.announce(request.candidate_id, self.gpu.compile_seconds(request) / self.scale,
+                                      self.gpu.expected_compile_seconds(request) / self.scale)
 
     def withdraw(self, candidate_id: str) -> None:
         if self.compiles is not None:

@@ -36,21 +36,41 @@ class FakeClock:
             self.now += max(0.0, seconds)
 
 
-def test_compiles_take_slots_in_order_and_a_waited_one_goes_first():
+def test_a_free_compile_slot_goes_to_the_cheapest_expected_compile_and_a_waited_one_goes_first():
     clock = FakeClock()
     slots = CompileSlots(2, clock)
     for cid, seconds in (("a", 10.0), ("b", 4.0), ("c", 3.0), ("d", 1.0)):
         assert slots.announce(cid, seconds)
     assert not slots.announce("a", 1.0)  # known already
-    assert slots.room() == 0  # two compiling, two waiting
+    assert slots.room() == 0  # a and b compiling (first come, slots free), c and d waiting
     clock.sleep(4.0)
+    # b's slot went to d, the cheaper of the two waiting, though c was announced first (t=104..105).
     assert slots.is_ready("b") and not slots.is_ready("a") and not slots.is_ready("c")
-    # b's slot went to c (t=104..107); d waits, but its evaluation starts now: it takes the next slot.
-    assert slots.claim("d") == pytest.approx(108.0)  # after c, at 107, for 1 s
-    assert slots.claim("c") == pytest.approx(107.0)
+    assert slots.claim("d") == pytest.approx(105.0)
+    assert slots.claim("c") == pytest.approx(108.0)  # then c, at 105, for 3 s
     assert slots.claim("never-announced") is None and slots.is_ready("never-announced")
     clock.sleep(10.0)
     assert all(slots.is_ready(cid) for cid in "abcd") and slots.room() == 2
+
+
+def test_the_scheduler_orders_by_the_expected_cost_and_a_claimed_compile_jumps_the_line():
+    clock = FakeClock()
+    slots = CompileSlots(1, clock)
+    assert slots.announce("long", 20.0)  # t=100..120
+    # Expected costs, not the drawn seconds, decide (the real scheduler knows only its family's last).
+    assert slots.announce("x", 5.0, expected=1.0) and slots.announce("y", 1.0, expected=9.0)
+    assert slots.announce("z", 2.0, expected=1.0)
+    assert slots.claim("z") == pytest.approx(122.0)  # waited for: first once long ends, at 120
+    clock.sleep(22.0)
+    # Then x (expected 1 s) before y (expected 9 s, though it takes 1): 122..127, then y 127..128.
+    assert not slots.is_ready("x") and not slots.is_ready("y")
+    clock.sleep(5.0)
+    assert slots.is_ready("x") and not slots.is_ready("y")
+    clock.sleep(1.0)
+    assert slots.is_ready("y")
+    # A compile announced after a slot came free starts at its announcement, never before it.
+    clock.sleep(50.0)
+    assert slots.announce("late", 3.0, expected=0.0) and slots.claim("late") == pytest.approx(clock.now + 3.0)
 
 
 def request(cid: str, family: str, params: dict | None = None, screen_from=None) -> EvalRequest:

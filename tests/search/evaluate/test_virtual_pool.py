@@ -4,6 +4,8 @@ grow."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kernels.families import FAMILIES
@@ -15,6 +17,8 @@ from search.engine.domains import domain_cases
 from search.engine.messages import EvalRequest
 from search.engine.pool import Completed, queue_depths
 from search.evaluate.simulated.virtual_pool import VirtualPool
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def request(cid: str, family: str = "cuda_blocked") -> EvalRequest:
@@ -123,3 +127,46 @@ def test_the_real_loop_runs_on_it(tmp_path):
     # Four GPUs, about 25 evaluations a minute each once the seeds are in (the reference's 32 s holds one).
     busy = pool.stats().busy_fraction
     assert min(busy.values()) > 0.5 and 60 / (4 * 25) < pool.now / 60 < 60 / (4 * 10)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_one_simulated_gpu_keeps_the_recorded_runs_pace(tmp_path, seed):
+    """The compile model's calibration: run m's own config on one simulated GPU makes about the
+    250 evaluations run m made in its 605 s, its evaluator busy as run m's was (1.00, with 0.1 s of
+    compile wait an evaluation), so that what many simulated GPUs show is not an artefact of the model."""
+    import tarfile
+
+    import yaml
+
+    import kernels.families as registry
+    from search.engine.loop import SearchLoop
+    from search.mutation.tuning import Tuner
+    from search.run.driver import create_run
+
+    runs_tgz = ROOT / "docs" / "device-runs" / "search-1gpu-10min-m" / "runs.tgz"
+    with tarfile.open(runs_tgz) as tar:
+        member = tar.extractfile("runs/gpu1/config.yaml")
+        assert member is not None
+        data = yaml.safe_load(member.read().decode())
+    data.update(runs_dir=str(tmp_path), seed=seed)
+    data["evaluation"]["device"] = "simulated"
+    config = RunConfig.model_validate(data)
+    ev = config.evaluation
+    lookahead, room = queue_depths(1, ev.compile_ahead, ev.compile_ahead_max, ev.compile_ahead_total)
+    pool = VirtualPool(1, config.simulation, config.seed, lanes=ev.lanes, lookahead=lookahead,
+                       max_lookahead=ev.compile_ahead_max, room_lookahead=room, hold_for_ready=ev.hold_for_ready)
+    run = create_run(config)
+    tuner = Tuner(config.run_dir / "optuna.journal", seed=config.seed)
+    loop = SearchLoop(config, run, pool, tuner, registry.FAMILIES, log=lambda _m: None, max_evals=None)
+    at: dict[str, float] = {}
+
+    def tick() -> None:
+        if pool.now >= 605.0 and not at:
+            at.update(evaluations=loop.stats.evaluations, busy=pool.stats().mean_busy)
+            loop.request_stop("run m's 605 s")
+
+    loop.run_until_done(on_tick=tick)
+    tuner.flush()
+    run.close()
+    assert 225 <= at["evaluations"] <= 275, at
+    assert at["busy"] >= 0.93, at
