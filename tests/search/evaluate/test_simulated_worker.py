@@ -94,7 +94,7 @@ def test_an_evaluation_waits_for_its_compile_then_holds_the_device_for_its_recor
     clock = FakeClock()
     sim = worker(clock, time_scale=10.0)
     first = request("c1", "cuda_blocked")
-    assert sim.prefetch(first) and sim.compile_room() == 3
+    assert sim.prefetch(first) and sim.compile_room() == SimulationConfig().compile_slots - 1
     assert sim.compiled(["c1"]) == [] and sim.compiled(["unknown"]) == ["unknown"]
     started = clock.now
     out = sim.evaluate(first)
