@@ -4,10 +4,9 @@ Each candidate announced to the evaluator takes one slot for its compile's secon
 from the recorded compiles of its family).  A slot that comes free goes to the waiting compile
 expected to be cheapest (its family's mean recorded compile, as the real scheduler orders by
 its family's last compile), in announcement order among equals; a candidate whose evaluation
-waits for its compile goes first; both as in :mod:`search.evaluate.compile_ahead`.  In
-announcement order alone, a householder child's half second waited behind lookahead_split's
-half minute, and at 64 simulated GPUs evaluators held for a compiled candidate a quarter of
-the time with every slot busy.
+waits for its compile goes first; both as in :mod:`search.evaluate.compile_ahead`, so that a
+householder child's half second does not wait behind lookahead_split's half minute.
+
 Nothing runs: the schedule is worked out from the clock whenever it is asked about, so a
 hundred simulated GPUs cost no thread each.  :meth:`CompileSlots.room` says what
 ``CompileAhead.room`` says, free slots less the compiles waiting for one, so the pool's
