@@ -341,3 +341,19 @@ def test_tpe_ask_cost_asks_in_the_tuners_sampler_with_the_trials_it_was_told():
     assert [(f, r) for f, r, _ in rows] == [("12", "0"), ("12", "5")]
     assert all(float(ms) > 0 for _, _, ms in rows)
     assert re.search(r"cuda_onchip: \d+ knobs", run.stdout)
+
+
+def test_scale_driver_reports_a_window_per_slice_of_evaluations_and_takes_config_keys(tmp_path):
+    # The driver-cost tool builds its run through scale_quality's config: a new option there must
+    # not leave this tool unable to start.
+    out = tmp_path / "driver.json"
+    run = subprocess.run([sys.executable, str(ROOT / "tools" / "scale_driver.py"), "--evaluators", "4",
+                          "--max-evals", "40", "--window", "20", "--inject-every", "0",
+                          "--set", "evaluation.compile_ahead_total=8", "--out", str(out)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["evaluations"] >= 40
+    marks = [0] + [w["evaluations"] for w in report["windows"]]
+    assert len(marks) >= 3 and all(b - a >= 20 for a, b in zip(marks, marks[1:]))
+    assert all(w["driver_cpu_ms_per_eval"] > 0 and w["candidates"] > 0 for w in report["windows"])

@@ -80,6 +80,8 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=None, help="optuna.trials_per_structure (default: the config's)")
     ap.add_argument("--inject-every", type=int, default=300,
                     help="evaluations between injected structures, as tools/scale_bench.py (0: none)")
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                    help="any config key, as tools/scale_quality.py takes it (repeatable)")
     ap.add_argument("--profile", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
@@ -105,7 +107,8 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="scale-driver-") as tmp:
         trials = args.trials or RunConfig.from_yaml(args.config).optuna.trials_per_structure
-        qargs = SimpleNamespace(config=args.config, trials=trials, max_evals=args.max_evals, queue_total=None)
+        qargs = SimpleNamespace(config=args.config, trials=trials, max_evals=args.max_evals, queue_total=None,
+                                set=args.set)
         cfg = quality_config(qargs, args.seed, Path(tmp), "driver")  # type: ignore[arg-type]
         ev = cfg.evaluation
         lookahead, room = queue_depths(args.evaluators, ev.compile_ahead, ev.compile_ahead_max,
