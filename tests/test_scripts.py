@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -357,3 +358,49 @@ def test_scale_driver_reports_a_window_per_slice_of_evaluations_and_takes_config
     marks = [0] + [w["evaluations"] for w in report["windows"]]
     assert len(marks) >= 3 and all(b - a >= 20 for a, b in zip(marks, marks[1:]))
     assert all(w["driver_cpu_ms_per_eval"] > 0 and w["candidates"] > 0 for w in report["windows"])
+
+
+_FACTOR_DRIVER = r"""
+extern "C" void run_factor(const double* G, double* R, double* RI, int* ok, int batch, int w, int layout) {
+    const dim3 grid{(unsigned)batch, 1, 1};
+    if (layout == 1) emu::launch_serial(grid, 1024, 0, [&] { probe_elems_kernel<1>(G, R, RI, ok, w, 2); });
+    else if (layout == 4) emu::launch_serial(grid, 256, 0, [&] { probe_elems_kernel<4>(G, R, RI, ok, w, 2); });
+    else emu::launch_serial(grid, 32, 0, [&] { probe_warp_kernel(G, R, RI, ok, w, 2); });
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C++20) to build the emulation")
+def test_leaf_factor_probe_layouts_factor_and_invert_as_float64_does_and_flag_a_dependent_gram(tmp_path, monkeypatch):
+    """The probe's three layouts of the 32x32 Cholesky factor with its inverse, run on CPU threads
+    (tests/kernels/host_emulation.h): each must give R and R^-1 of the Gram, and refuse a Gram whose
+    columns are dependent, before its timings mean anything."""
+    import ctypes
+
+    import leaf_factor_probe as probe
+
+    from tests.kernels.test_cuda_emulated import _build
+
+    family = probe.family_module(ROOT / "kernels" / "families" / "files" / "cuda_blocked.py")
+    device = probe.device_source(family).replace("extern __shared__ float smem[];", "float* smem = nullptr;")
+    lib = _build(tmp_path / "factor", "#define QR_HOST_EMULATION\n#define QR_EMULATE_STATIC_SHARED\n"
+                 '#include "host_emulation.h"\n' + device + _FACTOR_DRIVER)
+    lib.run_factor.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 3
+    grams = probe.spd_grams(3, 64, 5)
+    dependent = grams[2].clone()
+    dependent[:, 7], dependent[7, :] = dependent[:, 6], dependent[6, :]  # column 7 = column 6
+    grams[2] = dependent
+    for name, layout in probe.LAYOUTS.items():
+        r, ri = torch.zeros_like(grams), torch.zeros_like(grams)
+        ok = torch.zeros(3, dtype=torch.int32)
+        lib.run_factor(grams.data_ptr(), r.data_ptr(), ri.data_ptr(), ok.data_ptr(), 3, 32, layout)
+        assert ok.tolist() == [1, 1, 0], name
+        assert probe.check(grams[:2], r[:2], ri[:2]) < 1e-10, name
+    # A narrower leaf (w < 32): the factor of its leading block, zeros outside it.
+    r, ri = torch.zeros_like(grams), torch.zeros_like(grams)
+    ok = torch.zeros(3, dtype=torch.int32)
+    lib.run_factor(grams.data_ptr(), r.data_ptr(), ri.data_ptr(), ok.data_ptr(), 1, 20, 0)
+    want = torch.linalg.cholesky(grams[0, :20, :20], upper=True)
+    assert ok[0] == 1 and torch.allclose(r[0, :20, :20], want, rtol=1e-10, atol=1e-12)
+    assert not r[0, 20:].any() and not r[0, :, 20:].any() and not ri[0, 20:].any()
+    assert torch.allclose(ri[0, :20, :20] @ want, torch.eye(20, dtype=torch.float64), atol=1e-9)

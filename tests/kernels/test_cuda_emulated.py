@@ -103,7 +103,8 @@ extern "C" void run_panel(const float* S, float* H, float* tau, float* vt, float
     const dim3 chunks{(unsigned)((n - k + GROWS - 1) / GROWS), (unsigned)batch, 1};
     const dim3 matrices{(unsigned)batch, 1, 1};
     emu::launch_serial(chunks, 256, 0, [&] { cholqr_gram_kernel(S, n, k, w, nullptr, 0, acc, flags); });
-    emu::launch_serial(matrices, 1024, 0, [&] {
+    if (sweep == 2) emu::launch_serial(matrices, 32, 0, [&] { cholqr_first_warp_kernel(acc, w, small, flags); });
+    else emu::launch_serial(matrices, 1024, 0, [&] {
         if (sweep) cholqr_first_kernel<true>(acc, w, small, flags);
         else cholqr_first_kernel<false>(acc, w, small, flags);
     });
@@ -228,13 +229,13 @@ def test_fused_leaf_matches_the_reference_panel(leaf, batch, n, k, w, profile):
         assert compared == batch - 2
 
 
-@pytest.mark.parametrize("sweep", [False, True])
+@pytest.mark.parametrize("sweep", [0, 1, 2])  # cholqr_inverse solve, sweep, warp
 @pytest.mark.parametrize("batch, n, k, w, profile", [(3, 200, 0, 32, "dense"), (3, 200, 8, 20, "mixed")])
 def test_six_launches_match_the_reference_panel(six_launches, sweep, batch, n, k, w, profile):
     """The six launches of a leaf (the defaults' tall panels), with the 32x32 factors' inverses by
-    triangular solves or inside the factors' sweeps: ordinary matrices match the reference panel,
-    a zero column and two equal columns are flagged and factored by the fallback kernel, and the
-    Gram accumulator is left zero."""
+    triangular solves, inside the factors' sweeps, or (the first pass) on one warp: ordinary matrices
+    match the reference panel, a zero column and two equal columns are flagged and factored by the
+    fallback kernel, and the Gram accumulator is left zero."""
     a = generate_input(batch, n, 1.0, 7, profile)
     a[1, :, k + 3] = 0.0
     a[2, :, k + 5] = a[2, :, k + 4]

@@ -174,7 +174,7 @@ def test_blocked_cholqr_kernels_compile_for_sm90_without_spills(tmp_path):
     entries = _ptxas_entries(module, passes, tmp_path / "cholqr.cu")
     names = ("cholqr_gram_kernel", "cholqr_first_kernel", "cholqr_second_kernel", "cholqr_rows_kernel", "cross_kernel",
              "apply_rows_kernel", "cholqr_leaf_kernel", "cholqr_fallback_kernel", "narrow_update_kernel",
-             "merge_kernel")
+             "merge_kernel", "cholqr_first_warp_kernel")
     templated = {"cholqr_first_kernel", "cholqr_second_kernel"}  # one instance per cholqr_inverse
     for name in names:
         found = [usage for entry, usage in entries.items() if f"{len(name)}{name}" in entry]
@@ -681,7 +681,7 @@ def test_panel_kernel_matches_the_reference_panel_on_gpu(tmp_path, params):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fused, sweep", [(False, False), (False, True), (True, False)])
+@pytest.mark.parametrize("fused, sweep", [(False, 0), (False, 1), (False, 2), (True, 0)])
 def test_cholqr_leaf_matches_the_reference_panel_on_gpu(tmp_path, fused, sweep):
     """The Cholesky QR leaf on the GPU: tall and short panels, partial widths, read from the input or
     in place.  Ordinary matrices match the reference panel; matrices whose panel is nearly dependent

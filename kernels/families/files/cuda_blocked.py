@@ -63,7 +63,8 @@ the signs S chosen per step, V = [L; Q2 U^-1], R_H = S R, T = -U S L^-T) on one 
 threads holding an element each, then V's rows below the top block over the chunks again.  The
 inverses come from the factor's own sweep applied to an identity (Gauss-Jordan; PARAMS cholqr_inverse
 = "sweep": 96 barrier steps a leaf instead of 192, 2x4096 4.8% faster on an H200), or from triangular
-solves after each factor ("solve").  A matrix
+solves after each factor ("solve"); with "warp" the first pass runs on one warp a matrix, the factor
+and its inverse in registers and shuffles, no block barrier.  A matrix
 whose panel is nearly dependent (a pivot under 1e-12 of its column's square norm, or Q1ᵀQ1 more than
 0.1 from I) is flagged and factored column by column by a fallback kernel, so the path is exact for
 every input, whatever the rest of the batch holds.  The block merges' V1ᵀV2 over 1024 rows or more
@@ -237,8 +238,9 @@ SPACE = {
     "cholqr_fused": [False, True],
     # The six launches' 32x32 factors: each Cholesky, then its inverse by a triangular solve, and the
     # signed LU, then both its inverses ("solve": 192 barrier steps a leaf), or each factor with its
-    # inverses in one Gauss-Jordan sweep ("sweep": 96 steps, the fused leaf's routines).
-    "cholqr_inverse": ["solve", "sweep"],
+    # inverses in one Gauss-Jordan sweep ("sweep": 96 steps, the fused leaf's routines), or that with
+    # the first pass on one warp a matrix, the factor in registers and shuffles ("warp": no barrier).
+    "cholqr_inverse": ["solve", "sweep", "warp"],
     "cross_min_rows": [256, 512, 1024, 4096],
     # Updates of at most narrow_cols_gt1024 columns above n = 1024 (inside a block, and the last
     # ones): "split" computes VᵀC split over the rows and C -= V·(TᵀW) by row chunks in exact FP32 on
@@ -1013,6 +1015,64 @@ __global__ void __launch_bounds__(1024) cholqr_first_kernel(double* acc, int w, 
     double* out = small + (size_t)b * 4 * QB * QB;
     out[i * QB + j] = upper ? x[0] : 0.0;
     out[QB * QB + i * QB + j] = upper ? inv[0] : 0.0;
+}
+
+// One warp factors G = RᵀR (R upper) and inverts R with no block barrier: lane j holds column j of
+// G's upper triangle in x (x[i] = G[i][j], i <= j < w; zero elsewhere) and of an identity in a.
+// Step p scales the pivot row, then every lane takes R[p][i] from lane i by a shuffle and applies
+// the rank-one update to x (the Schur complement) and the same row operation with L's multiplier to
+// a (Gauss-Jordan: a becomes L^-1, G = L D Lᵀ).  On return x holds column j of R and a row j of
+// R^-1 = L^-ᵀ D^-1/2.  False (every lane) where a pivot is not above rel times its column's
+// original square norm.  The two columns in registers (175 in all, sm_90): a kernel of one warp only.
+__device__ __forceinline__ bool warp_cholesky_inverse(double (&x)[QB], double (&a)[QB], int w, double rel) {
+    const int j = threadIdx.x & 31;
+    double own_diag = 0.0, own_rinv = 0.0;
+#pragma unroll
+    for (int i = 0; i < QB; ++i) {
+        a[i] = (i == j && j < w) ? 1.0 : 0.0;
+        const double d = __shfl_sync(0xffffffffu, x[i], i);
+        if (i == j) own_diag = d;
+    }
+#pragma unroll
+    for (int p = 0; p < QB; ++p) {
+        if (p >= w) break;  // the same in every lane
+        const double d = __shfl_sync(0xffffffffu, x[p], p);
+        const double dg = __shfl_sync(0xffffffffu, own_diag, p);
+        if (!(d > rel * dg && isfinite(d))) return false;
+        const double rinv = 1.0 / sqrt(d);
+        if (j == p) own_rinv = rinv;
+        if (j >= p) x[p] *= rinv;
+#pragma unroll
+        for (int i = p + 1; i < QB; ++i) {
+            const double rpi = __shfl_sync(0xffffffffu, x[p], i);  // R[p][i]: lane i's scaled row p
+            if (i < w && j >= i) x[i] = fma(-rpi, x[p], x[i]);
+            if (i < w && j <= p) a[i] = fma(-(rpi * rinv), a[p], a[i]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < QB; ++i) {
+        const double ri = __shfl_sync(0xffffffffu, own_rinv, i);
+        a[i] = (i >= j && i < w) ? a[i] * ri : 0.0;
+    }
+    return true;
+}
+
+// The first pass on one warp a matrix (PARAMS cholqr_inverse = "warp"): what cholqr_first_kernel
+// writes, with the factor and its inverse in registers and shuffles instead of 32 block barriers.
+__global__ void __launch_bounds__(32) cholqr_first_warp_kernel(double* acc, int w, double* small, int* flags) {
+    const int b = blockIdx.x, j = threadIdx.x & 31;
+    double x[QB], a[QB];
+#pragma unroll
+    for (int i = 0; i < QB; ++i) x[i] = take_gram(acc, b, i, j, w);
+    const bool good = warp_cholesky_inverse(x, a, w, 1e-12);
+    if (j == 0) flags[b] = good ? 0 : 1;
+    if (!good) return;
+    double* out = small + (size_t)b * 4 * QB * QB;
+#pragma unroll
+    for (int i = 0; i < QB; ++i) {
+        out[i * QB + j] = (i <= j && j < w) ? x[i] : 0.0;  // R1, column j
+        out[QB * QB + j * QB + i] = a[i];                  // R1^-1, row j
+    }
 }
 
 // Second pass and the reconstruction: R2 = chol(Q1ᵀQ1), R = R2 R1, M = R1^-1 R2^-1, Q's top block
@@ -1909,8 +1969,10 @@ void check_leaf(const at::Tensor& S, const at::Tensor& H, const at::Tensor& tau,
 // panel() writes them; acc (float64, batch x 1024, zero), small (float64, batch x 4096) and flags
 // (int32, batch) are workspaces (acc is left zero).  Flagged matrices take the column-by-column kernel.
 void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc,
-                  at::Tensor small, at::Tensor flags, int64_t k, int64_t w, bool sweep) {
+                  at::Tensor small, at::Tensor flags, int64_t k, int64_t w, int64_t inverse) {
     check_leaf(S, H, tau, vt, t, acc, small, flags, k, w);
+    TORCH_CHECK(inverse >= 0 && inverse <= 2, "cholqr_panel: inverse must be 0 (solve), 1 (sweep) or 2 (warp)");
+    const bool sweep = inverse != 0;
     const int n = (int)H.size(2);
     const long long batch = H.size(0);
     if (batch == 0) return;
@@ -1927,7 +1989,10 @@ void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at:
     const dim3 grid((unsigned)((n - k + GROWS - 1) / GROWS), (unsigned)batch);
     cholqr_gram_kernel<<<grid, 256, 0, stream>>>(s, n, kk, ww, nullptr, 0, g, f);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    (sweep ? cholqr_first_kernel<true> : cholqr_first_kernel<false>)<<<(unsigned)batch, 1024, 0, stream>>>(g, ww, sm, f);
+    if (inverse == 2)
+        cholqr_first_warp_kernel<<<(unsigned)batch, 32, 0, stream>>>(g, ww, sm, f);
+    else
+        (sweep ? cholqr_first_kernel<true> : cholqr_first_kernel<false>)<<<(unsigned)batch, 1024, 0, stream>>>(g, ww, sm, f);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     cholqr_gram_kernel<<<grid, 256, 0, stream>>>(s, n, kk, ww, sm + QB * QB, 4 * QB * QB, g, f);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -2114,7 +2179,7 @@ namespace {
 _CPP_SOURCE = ("void panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, int64_t k, int64_t w, "
                "int64_t rpl, int64_t warps, int64_t cpw, int64_t minb);\n"
                "void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc, "
-               "at::Tensor small, at::Tensor flags, int64_t k, int64_t w, bool sweep);\n"
+               "at::Tensor small, at::Tensor flags, int64_t k, int64_t w, int64_t inverse);\n"
                "void cholqr_leaf(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc, "
                "at::Tensor small, at::Tensor flags, at::Tensor gram, at::Tensor ctrl, int64_t k, int64_t w);\n"
                "void cross(at::Tensor A, at::Tensor B, at::Tensor out);\n"
@@ -2126,6 +2191,7 @@ _CPP_SOURCE = ("void panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tenso
 
 _EXTENSIONS = {}
 _GRAPHS = {}
+_INVERSE_MODES = {"solve": 0, "sweep": 1, "warp": 2}  # cholqr_panel's inverse argument
 
 
 def _extension(device: torch.device):
@@ -2268,7 +2334,7 @@ def _block(ext, S: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, vt: torch.T
         if _cholqr_leaf(n, m, width) and PARAMS["cholqr_fused"]:
             ext.cholqr_leaf(S, H, tau, vt, t, *work, k, width)
         elif _cholqr_leaf(n, m, width):
-            ext.cholqr_panel(S, H, tau, vt, t, *work[:3], k, width, PARAMS["cholqr_inverse"] == "sweep")
+            ext.cholqr_panel(S, H, tau, vt, t, *work[:3], k, width, _INVERSE_MODES[PARAMS["cholqr_inverse"]])
         else:
             rpl = _rows_per_lane(m)
             ext.panel(S, H, tau, vt, t, k, width, rpl, *_shape(nb, rpl, H.shape[0], sms))
