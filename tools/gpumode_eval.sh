@@ -10,7 +10,9 @@
 # SPECS is a file of specs one per line ("batch: 20; n: 32; cond: 1; seed: 43214"); by default the
 # task's benchmarks.  The routes below are the composite's (tools/composite_file.py); eval.py's
 # table is printed with the geomean.  The first run of a fresh machine compiles the CUDA families
-# inside eval.py's warm-up: give it the time (a full 12-case run took 210 s with them built).
+# inside eval.py's warm-up.  Leaderboard mode runs every spec untimed first, then times each with up
+# to 30 s of rechecked runs: 12 specs do not fit one 600 s device call (9 did in 320 s), so give
+# SPECS six at a time.
 set -u
 . lab/device_common.sh
 dir=$1 seed=$2 specs=${3:-} limit=${4:-400}
