@@ -23,10 +23,11 @@ factorisation (the launch amortised over the reps).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+
+from blocked_probe import load as family_module  # a family file loaded as a module
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -103,14 +104,6 @@ void factor(at::Tensor G, at::Tensor R, at::Tensor RI, at::Tensor ok, int64_t w,
 """
 
 LAYOUTS = {"elems1": 1, "elems4": 4, "warp": 0}
-
-
-def family_module(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("leaf_factor_family", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def device_source(family: ModuleType) -> str:

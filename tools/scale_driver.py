@@ -26,7 +26,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,9 +106,8 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="scale-driver-") as tmp:
         trials = args.trials or RunConfig.from_yaml(args.config).optuna.trials_per_structure
-        qargs = SimpleNamespace(config=args.config, trials=trials, max_evals=args.max_evals, queue_total=None,
-                                set=args.set)
-        cfg = quality_config(qargs, args.seed, Path(tmp), "driver")  # type: ignore[arg-type]
+        cfg = quality_config(args.config, args.seed, Path(tmp), "driver", trials=trials, max_evals=args.max_evals,
+                             settings=args.set)
         ev = cfg.evaluation
         lookahead, room = queue_depths(args.evaluators, ev.compile_ahead, ev.compile_ahead_max,
                                        ev.compile_ahead_total)

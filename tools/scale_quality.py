@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import yaml
 
@@ -45,17 +45,21 @@ print = functools.partial(print, flush=True)  # progress shows in a log as it co
 WITHIN = 0.01
 
 
-def quality_config(args: argparse.Namespace, seed: int, runs_dir: Path, name: str) -> RunConfig:
-    data = RunConfig.from_yaml(args.config).model_dump(mode="json")
+def quality_config(config: Path, seed: int, runs_dir: Path, name: str, *, trials: int, max_evals: int,
+                   queue_total: int | None = None, settings: Sequence[str] = ()) -> RunConfig:
+    """The config at ``config`` made a simulated run: no Ray, no LLM, the budget in evaluations.
+    queue_total: evaluation.compile_ahead_total (0: none; None: the config's); settings:
+    SECTION.KEY=VALUE, the value read as YAML (true, 3, 0.5, null)."""
+    data = RunConfig.from_yaml(config).model_dump(mode="json")
     data.update(name=name, runs_dir=str(runs_dir), seed=seed)
     data["evaluation"]["device"] = "simulated"
     data["ray"].update(address=None, gpus=None, fake_gpus=0)
-    data["optuna"]["trials_per_structure"] = args.trials
-    data["budget"].update(max_evals=args.max_evals, max_minutes=None)
+    data["optuna"]["trials_per_structure"] = trials
+    data["budget"].update(max_evals=max_evals, max_minutes=None)
     data["llm"].update(base_url=None, models=[])
-    if args.queue_total is not None:
-        data["evaluation"]["compile_ahead_total"] = args.queue_total or None
-    for setting in args.set:  # section.key=value, the value read as YAML (true, 3, 0.5, null)
+    if queue_total is not None:
+        data["evaluation"]["compile_ahead_total"] = queue_total or None
+    for setting in settings:
         path, _, value = setting.partition("=")
         section, _, key = path.partition(".")
         data[section][key] = yaml.safe_load(value)
@@ -70,7 +74,8 @@ def run_one(args: argparse.Namespace, evaluators: int, seed: int, runs_dir: Path
     from search.engine.pool import queue_depths
     from search.evaluate.simulated.virtual_pool import VirtualPool
 
-    config = quality_config(args, seed, runs_dir, f"q{evaluators}-s{seed}")
+    config = quality_config(args.config, seed, runs_dir, f"q{evaluators}-s{seed}", trials=args.trials,
+                            max_evals=args.max_evals, queue_total=args.queue_total, settings=args.set)
     ev = config.evaluation
     lookahead, room = queue_depths(evaluators, ev.compile_ahead, ev.compile_ahead_max, ev.compile_ahead_total)
     pool = VirtualPool(evaluators, config.simulation, config.seed, lanes=ev.lanes, lookahead=lookahead,

@@ -25,7 +25,6 @@ import sqlite3
 import sys
 import tempfile
 from pathlib import Path
-from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -45,8 +44,7 @@ def base_run(out: Path, evaluators: int, evals: int, config: Path, seed: int) ->
     from search.engine.pool import queue_depths
     from search.evaluate.simulated.virtual_pool import VirtualPool
 
-    args = SimpleNamespace(config=config, trials=100_000, max_evals=evals, queue_total=None, set=[])
-    cfg = quality_config(args, seed, out.parent, out.name)  # type: ignore[arg-type]
+    cfg = quality_config(config, seed, out.parent, out.name, trials=100_000, max_evals=evals)
     ev = cfg.evaluation
     lookahead, room = queue_depths(evaluators, ev.compile_ahead, ev.compile_ahead_max, ev.compile_ahead_total)
     pool = VirtualPool(evaluators, cfg.simulation, cfg.seed, lanes=ev.lanes, lookahead=lookahead,
