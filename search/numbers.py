@@ -9,6 +9,7 @@ value to zero.
 from __future__ import annotations
 
 import math
+from typing import Mapping
 
 SIGNIFICANT = 3
 MISSING = "-"
@@ -46,3 +47,26 @@ def ms(x: float | None, unit: bool = False) -> str:
 def on_cpu(device: str | None) -> bool:
     """Whether a result's device string (``cpu``, ``cuda:0``) names a CPU."""
     return str(device or "").lower().startswith("cpu")
+
+
+def busy(fractions: Mapping[str, float], listed: int = 8) -> str:
+    """Evaluators' busy fractions: each one for a few evaluators; for many, the mean, the median and
+    the least busy ``listed`` (a line per evaluator of 256 reads as noise; ``--json`` keeps them all)."""
+    def one(name: str) -> str:
+        return f"{name} {100 * fractions[name]:.0f}%"
+
+    if len(fractions) <= listed:
+        return ", ".join(one(k) for k in sorted(fractions, key=_natural))
+    values = sorted(fractions.values())
+    half = len(values) // 2
+    median = values[half] if len(values) % 2 else (values[half - 1] + values[half]) / 2
+    least = sorted(fractions, key=lambda k: (fractions[k], _natural(k)))[:listed]
+    return (f"{len(values)} evaluators, mean {100 * sum(values) / len(values):.0f}%, "
+            f"median {100 * median:.0f}%; least busy: " + ", ".join(one(k) for k in least))
+
+
+def _natural(name: str) -> tuple:
+    """gpu2 before gpu10."""
+    head = name.rstrip("0123456789")
+    tail = name[len(head):]
+    return (head, int(tail) if tail else -1)

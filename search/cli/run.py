@@ -25,7 +25,7 @@ from search.config import ConfigError, RunConfig, default_config, problems
 from search.run_dirs import is_run
 from search.engine.llm_budget import describe_model
 from search.inspect.eval_seconds import describe_evaluation_seconds
-from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, speedup as fmt_speedup
+from search.numbers import CPU_CAVEAT, busy as describe_busy, ms as fmt_ms, on_cpu, speedup as fmt_speedup
 
 # Piped output is not squeezed into 80 columns (the tables and log lines stay one per line).
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -233,7 +233,7 @@ def status_command(
     console.print(f"failures: {failures}")
     busy = data.get("busy_fraction") or {}
     if busy:
-        console.print("evaluator busy: " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in busy.items()))
+        console.print("evaluator busy: " + describe_busy(busy), highlight=False)
     console.print(describe_evaluation_seconds(data["seconds_per_evaluation"]))
     console.print(f"LLM: {data['llm_calls']} calls, {data['llm_errors']} errors, {data['llm_tokens']} tokens, "
                   f"${data['llm_cost_usd']:.2f}")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Collection
 
@@ -95,8 +96,10 @@ class RayPool:
     def _ready(self) -> list[Slot]:
         return [s for s in self.slots if s.up]
 
-    @property
+    @cached_property
     def _admission(self) -> Admission:
+        # Made once (the settings above never change): asked per slot per free-slot count, 64
+        # times a proposal at 64 GPUs.
         return Admission(self.lanes, self.lookahead, self.max_lookahead, self.room_lookahead)
 
     @property

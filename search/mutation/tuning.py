@@ -20,6 +20,7 @@ and an ask that never became a candidate with the next of those.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import warnings
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from pydantic import ValidationError
 
 from kernels.params import ParamSpace
 from search.mutation.journal import BufferedJournal
-from search.mutation.samplers import distributions, sampler_for
+from search.mutation.samplers import SteadySpaceTPE, distributions, sampler_for
 
 optuna.logging.set_verbosity(logging.WARNING)
 
@@ -178,7 +179,7 @@ class Tuner:
                     break
                 study.enqueue_trial(fresh)
                 repeats = 0
-            trial = study.ask(dists)
+            trial = self._sampled(study, dists, space, seen)
             params = dict(trial.params)
             try:
                 space(**params)
@@ -196,6 +197,26 @@ class Tuner:
                 continue
             return Proposal(study=study.study_name, trial_number=trial.number, params=params, trial=trial)
         raise TunerExhausted(f"{study.study_name}: no new valid point found")
+
+    @staticmethod
+    def _sampled(study: optuna.Study, dists: dict[str, BaseDistribution], space: type[ParamSpace],
+                 seen: AbstractSet[tuple]) -> optuna.Trial:
+        """An asked trial; TPE takes its best drawn point that is valid and not asked before."""
+        sampler = study.sampler
+        if not isinstance(sampler, SteadySpaceTPE):
+            return study.ask(dists)
+
+        def acceptable(params: dict[str, Any]) -> bool:
+            if point_key(params) in seen:
+                return False
+            try:
+                space(**params)
+            except ValidationError:
+                return False
+            return True
+
+        with sampler.accepting(acceptable):
+            return study.ask(dists)
 
     def _open(self, family: str, fingerprint: str, space: type[ParamSpace], parent_params: Mapping[str, Any],
               parent_id: str | None, parent_value: float | None
@@ -343,11 +364,18 @@ class Tuner:
             trial = self.storage.get_trial(self.storage.get_trial_id_from_study_id_trial_number(study._study_id, number))
             if trial.state.is_finished():
                 continue  # told before the driver died; a resume must not tell twice
-            if value is None:
-                study.tell(number, state=TrialState.FAIL)
-            else:
-                study.tell(number, value)
+            self._finish(study, trial, value)
         self.flush()
+
+    def _finish(self, study: optuna.Study, trial: FrozenTrial, value: float | None) -> None:
+        """What ``study.tell`` does for a running trial, less the deep copy of the trial it returns
+        (its every distribution copied: most of a tell's time at one tell an evaluation)."""
+        if value is None or not math.isfinite(value):
+            state, values = TrialState.FAIL, None
+        else:
+            state, values = TrialState.COMPLETE, [float(value)]
+        study.sampler.after_trial(study, trial, state, values)
+        self.storage.set_trial_state_values(trial._trial_id, state, values)
 
     def reconcile(self, outcome_of: Callable[[str], KnownOutcome | None]) -> int:
         """After a killed driver: settle every trial left RUNNING.  A trial whose candidate the

@@ -34,7 +34,7 @@ from search.engine.llm import LLMClient, LLMPool
 from search.engine.loop import SearchLoop
 from search.engine.proposer import seed_children
 from search.run.budget import budget_progress, describe_budget
-from search.numbers import CPU_CAVEAT, ms as fmt_ms, speedup as fmt_speedup
+from search.numbers import CPU_CAVEAT, busy as describe_busy, ms as fmt_ms, speedup as fmt_speedup
 from search.pipes import pipe_safe
 from search.run.progress import best_per_family, describe_search, render
 from search.inspect.eval_seconds import describe_evaluation_seconds, evaluation_seconds
@@ -325,7 +325,7 @@ def _record_utilization(loop: SearchLoop, pool: Any, log: Callable[[str], None])
                          driver_seconds_per_evaluation=per_eval, evals_per_minute=loop.stats.evals_per_minute(),
                          evaluations=loop.stats.evaluations)
     loop.run.set_json(UTILIZATION_KEY, dump(record))
-    busy = ", ".join(f"{k} {100 * v:.0f}%" for k, v in stats.busy_fraction.items())
+    busy = describe_busy(stats.busy_fraction)
     gpu = ", ".join(f"{k} {100 * v:.0f}%" for k, v in util.items() if v is not None) or "n/a (no NVML)"
     log(f"evaluator busy: {busy}; GPU utilisation (NVML): {gpu}; driver overhead "
         f"{'-' if per_eval is None else f'{1000 * per_eval:.1f} ms'}/evaluation")

@@ -175,3 +175,12 @@ def test_verify_and_bench_on_a_cpu_run_triton_in_the_interpreter(capsys, tmp_pat
     code, out, err = run_cli(capsys, "bench", candidate, "--suite", "smoke-quick", "--no-baseline")
     assert code == 0, out + err
     assert "not a speed measurement" in out
+
+
+def test_busy_lists_a_few_evaluators_and_sums_up_many():
+    from search.numbers import busy
+    assert busy({"gpu10": 0.5, "gpu2": 0.25}) == "gpu2 25%, gpu10 50%"
+    many = {f"gpu{i}": 0.9 for i in range(256)} | {"gpu200": 0.39, "gpu7": 0.4, "gpu31": 0.39}
+    line = busy(many, listed=3)
+    assert line.startswith("256 evaluators, mean 89%, median 90%; least busy: ")
+    assert line.endswith("gpu31 39%, gpu200 39%, gpu7 40%")  # ties by natural name order

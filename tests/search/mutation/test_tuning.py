@@ -233,9 +233,34 @@ def test_a_tell_finds_its_trial_by_study_and_number_and_never_tells_twice(tmp_pa
         p = tuner.ask("fam", fp, Space, DEFAULTS)
         tuner.bind(p, f"c{i}")
         asked.append(p)
-    for i, p in enumerate(asked):
-        tuner.tell(p.study, p.trial_number, 10.0 + i)
+    told = [10.0, 11.0, None, 13.0, float("nan"), 15.0]  # None: a failure; NaN is never a value
+    for p, value in zip(asked, told):
+        tuner.tell(p.study, p.trial_number, value)
     tuner.tell(asked[0].study, asked[0].trial_number, 99.0)
-    for i, p in enumerate(asked):
+    for i, (p, value) in enumerate(zip(asked, told)):
         trial = tuner._load(p.study).get_trials()[p.trial_number]
-        assert trial.user_attrs[TRIAL_ATTR_CANDIDATE] == f"c{i}" and trial.value == 10.0 + i
+        assert trial.user_attrs[TRIAL_ATTR_CANDIDATE] == f"c{i}"
+        if value is None or value != value:
+            assert trial.state == TrialState.FAIL and trial.value is None
+        else:
+            assert trial.state == TrialState.COMPLETE and trial.value == value
+    # What the journal holds is what a fresh reader of it sees (a resume, optuna-dashboard).
+    again = Tuner(tmp_path / "j.log", seed=4)
+    for p, value in zip(asked, told):
+        trial = again._load(p.study).get_trials()[p.trial_number]
+        assert trial.state == (TrialState.COMPLETE if value == value and value is not None else TrialState.FAIL)
+
+
+def test_tpe_asks_draw_valid_new_points_without_pruned_retries(tmp_path):
+    # The best points sit against the space's rule (block 64 allows at most 3 stages): left to
+    # itself TPE keeps drawing block 64 with 4 stages, each an ask pruned as invalid and asked again.
+    tuner = Tuner(tmp_path / "j.log", seed=2, trials_per_structure=60)
+    for i in range(50):
+        p = tuner.ask("fam", "fp1", Space, DEFAULTS, parent_id="c0", parent_value=5.0)
+        tuner.bind(p, f"c{i + 1}")
+        tuner.tell(p.study, p.trial_number, 1.0 if p.params["block"] == 64 else 3.0 - 0.1 * p.params["stages"])
+    trials = tuner.study("fam", "fp1").get_trials()
+    sampled = trials[11:]  # after the told seed and TPE's ten random start-up trials
+    invalid = [t for t in sampled if str(t.user_attrs.get(TRIAL_ATTR_SKIPPED, "")).startswith("invalid")]
+    assert not invalid  # 5 when the tuner's asks take Optuna's best candidate, valid or not
+    assert sum(t.params["block"] == 64 for t in sampled if t.state == TrialState.COMPLETE) >= 10
