@@ -102,7 +102,6 @@ class SteadySpaceTPE(optuna.samplers.TPESampler):
         columns = list(zip(*rows)) if rows else [() for _ in names]
         return {n: np.asarray(column) for n, column in zip(names, columns)}
 
-
     def _compute_acquisition_func(self, samples: dict[str, np.ndarray], mpe_below: Any, mpe_above: Any) -> np.ndarray:
         values = super()._compute_acquisition_func(samples, mpe_below, mpe_above)
         if self._accept is None or samples.keys() != self._steady.keys():
