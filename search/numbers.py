@@ -9,6 +9,7 @@ value to zero.
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Mapping
 
 SIGNIFICANT = 3
@@ -57,12 +58,10 @@ def busy(fractions: Mapping[str, float], listed: int = 8) -> str:
 
     if len(fractions) <= listed:
         return ", ".join(one(k) for k in sorted(fractions, key=_natural))
-    values = sorted(fractions.values())
-    half = len(values) // 2
-    median = values[half] if len(values) % 2 else (values[half - 1] + values[half]) / 2
+    values = list(fractions.values())
     least = sorted(fractions, key=lambda k: (fractions[k], _natural(k)))[:listed]
-    return (f"{len(values)} evaluators, mean {100 * sum(values) / len(values):.0f}%, "
-            f"median {100 * median:.0f}%; least busy: " + ", ".join(one(k) for k in least))
+    return (f"{len(values)} evaluators, mean {100 * statistics.fmean(values):.0f}%, "
+            f"median {100 * statistics.median(values):.0f}%; least busy: " + ", ".join(one(k) for k in least))
 
 
 def _natural(name: str) -> tuple:
