@@ -144,7 +144,8 @@ def main() -> int:
         print("leaf_factor_probe: needs a CUDA device", file=sys.stderr)
         return 2
     major, minor = torch.cuda.get_device_capability()
-    ext = load_inline("leaf_factor_probe", cpp_sources="", cuda_sources=device_source(family_module(args.file))
+    declaration = "void factor(at::Tensor G, at::Tensor R, at::Tensor RI, at::Tensor ok, int64_t w, int64_t reps, int64_t layout);"
+    ext = load_inline("leaf_factor_probe", cpp_sources=declaration, cuda_sources=device_source(family_module(args.file))
                       + _LAUNCHER, functions=["factor"], extra_cuda_cflags=["-O3", f"-arch=sm_{major}{minor}"],
                       verbose=False)
     print(f"{torch.cuda.get_device_name()}: us per 32x32 Cholesky factor and inverse ({args.reps} in a launch)")

@@ -62,6 +62,9 @@ _LIVE_DRIVER = r"""
 extern "C" void run_live(const float* A, int batch, int n, int* live) {
     emu::launch((unsigned)batch, 256, sizeof(int), [&] { live_columns_kernel(A, n, live); });
 }
+extern "C" void run_tail(const float* A, int batch, int n, double rel, int* kept) {
+    emu::launch((unsigned)batch, 256, 257 * sizeof(double) + sizeof(int), [&] { tail_columns_kernel(A, n, rel, kept); });
+}
 """
 
 
@@ -93,6 +96,7 @@ def emulated(tmp_path_factory):
     lib.run_merge.argtypes = [pointer] * 2 + [i32] * 4 + [i64, i32] + [pointer] * 3 + [i64, i32, pointer, pointer]
     lib.run_merge.restype = i32
     lib.run_live.argtypes = [pointer, i32, i32, pointer]
+    lib.run_tail.argtypes = [pointer, i32, i32, ctypes.c_double, pointer]
     return lib
 
 
@@ -343,3 +347,38 @@ def test_live_columns_finds_each_matrixs_last_nonzero_column(emulated):
     live = torch.full((5,), -1, dtype=torch.int32)
     emulated.run_live(a.data_ptr(), 5, n, live.data_ptr())
     assert live.tolist() == [300, 225, 8, 300, 0]
+
+
+@pytest.mark.parametrize("n", [70, 300])
+def test_tail_columns_keeps_what_the_bound_allows(emulated, n):
+    """1 + the last column whose 1-norm exceeds rel·‖a₀‖₁, per matrix, as the host's reference computes
+    it: dense, clustered-scale (its last half 4·eps32), zero trailing columns, trailing columns 1e-3
+    of the rest (kept), a NaN far in the tail (kept), a zero first column (only exact zeros go), an
+    infinite first column (likewise), and a zero matrix."""
+    from kernels.contract import EPS32
+
+    from .test_cuda_families import ReferencePanel
+
+    gen = torch.Generator().manual_seed(3)
+    a = torch.randn((8, n, n), generator=gen)
+    a[1, :, n // 2:] *= 4 * EPS32
+    a[2, :, 50:] = 0.0
+    a[3, :, 40:] *= 1e-3
+    a[4, :, n // 2:] *= 4 * EPS32
+    a[4, n - 1, n - 3] = float("nan")
+    a[5, :, 0] = 0.0
+    a[5, :, n // 2:] *= 4 * EPS32
+    a[5, :, n - 5:] = 0.0
+    a[6, 3, 0] = float("inf")
+    a[6, :, n - 7:] = 0.0
+    a[6, :, n // 2:n - 7] *= 4 * EPS32
+    a[7] = 0.0
+    rel = 8 * EPS32
+    want = {0: [n, n, 50, n, n, n - 5, n - 7, 0], rel: [n, n // 2, 50, n, n - 2, n - 5, n - 7, 0]}
+    for r, expected in want.items():
+        kept = torch.full((8,), -1, dtype=torch.int32)
+        emulated.run_tail(a.data_ptr(), 8, n, r, kept.data_ptr())
+        assert kept.tolist() == expected, r
+        host = torch.full((8,), -1, dtype=torch.int32)
+        ReferencePanel(set()).tail_columns(a, host, r)
+        assert host.tolist() == expected, r

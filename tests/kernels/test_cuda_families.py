@@ -260,6 +260,7 @@ class ReferencePanel:
         self.narrow_calls = 0
         self.merge_calls = 0
         self.live_calls = 0
+        self.tail_calls = 0
         self.cross_calls = 0
         self.apply_rows_calls = 0
 
@@ -315,6 +316,17 @@ class ReferencePanel:
         nonzero = (A != 0).any(dim=1)  # per column
         last = torch.where(nonzero, torch.arange(A.shape[-1]) + 1, 0).amax(dim=1)
         live.copy_(last.to(torch.int32))
+
+    def tail_columns(self, A, kept, rel) -> None:
+        """kept[b] = 1 + matrix b's last column whose 1-norm exceeds rel·‖a₀‖₁ (0 for none; a NaN norm
+        is kept, and a first column that is not finite keeps every nonzero column)."""
+        self.tail_calls += 1
+        assert 0.0 <= rel < 1.0 and kept.dtype == torch.int32
+        norms = A.double().abs().sum(dim=1)  # per matrix, per column
+        first = norms[:, :1]
+        limit = torch.where(torch.isfinite(first), rel * first, torch.zeros_like(first))
+        keep = ~(norms <= limit)
+        kept.copy_(torch.where(keep, torch.arange(A.shape[-1]) + 1, 0).amax(dim=1).to(torch.int32))
 
     def cross(self, A, B, out) -> None:
         """out += A Bᵀ (a block merge's V1ᵀV2, or a narrow update's VᵀC with C's columns as B's rows)."""
@@ -642,6 +654,77 @@ def test_blocked_skipping_zero_columns_gives_the_same_factorisation(tmp_path, mo
         assert torch.equal(outputs[0][0], outputs[1][0]) and torch.equal(outputs[0][1], outputs[1][1]), profile
         assert verify_qr(a, outputs[1], None).ok, profile
     assert reference.live_calls == 2
+
+
+def _tail_input(profile: str, n: int, seed: int) -> torch.Tensor:
+    """Three matrices of one profile; "scaled" has trailing columns 1e-3 of the others (not negligible)."""
+    if profile != "scaled":
+        return generate_input(3, n, 1.0, seed, profile)
+    a = generate_input(3, n, 0.0, seed, "dense")
+    a[:, :, n // 2:] *= 1e-3
+    return a
+
+
+@pytest.mark.parametrize("mode, profile, want", [
+    ("negligible", "clustered", lambda n: n // 2 + 2), ("zero", "clustered", lambda n: n),
+    ("negligible", "rankdef", lambda n: 3 * n // 4), ("zero", "rankdef", lambda n: 3 * n // 4),
+    ("off", "rankdef", lambda n: n), ("negligible", "scaled", lambda n: n), ("negligible", "mixed", lambda n: n),
+    ("negligible", "dense", lambda n: n),
+])
+@pytest.mark.parametrize("n, lookahead", [(200, False), (200, True)])
+def test_blocked_leaves_out_only_the_columns_the_bound_allows(tmp_path, monkeypatch, mode, profile, want, n,
+                                                             lookahead):
+    """PARAMS tail_le512: the batch is factored over the columns its matrices keep (rounded up to whole
+    panels), the rest of H and tau is zero, and the factorisation passes the contract's properties;
+    trailing columns that are small but not negligible, or a batch with a dense matrix, keep them all."""
+    params = {"tail_le512": mode, "nb_le384": 32, "block_le384": 64, "lookahead_le512": lookahead}
+    module = _module("cuda_blocked", tmp_path, params)
+    reference = ReferencePanel(_dispatch(module))
+    monkeypatch.setattr(module, "_extension", lambda device: reference)
+    a = _tail_input(profile, n, 7)
+    kept = a.clone()
+    cols = module._kept_columns(a)
+    assert cols == min(n, 32 * -(-want(n) // 32)), (mode, profile, cols)
+    assert reference.tail_calls == (mode != "off")
+    if lookahead:
+        streams = DeferredSide(False)
+        h, tau = torch.full_like(a, float("nan")), torch.full((3, n), float("nan"))
+        module._zero_tail(h, tau, cols)
+        module._factor(h, tau, a, streams, cols)
+    else:
+        h, tau = module._solve(a)
+    assert torch.equal(a, kept)
+    assert not h[:, :, cols:].any() and not tau[:, cols:].any()
+    assert torch.isfinite(h).all() and torch.isfinite(tau).all(), "a column the factorisation needs was left out"
+    assert reference.calls == -(-cols // 32), "one panel for each kept 32 columns"
+    result = verify_qr(a, (h, tau), None)
+    assert result.ok, f"{mode} {profile}: {result.message}"
+
+
+def test_blocked_leaves_out_every_column_of_a_zero_batch(tmp_path, monkeypatch):
+    module = _module("cuda_blocked", tmp_path, {"tail_le512": "zero"})
+    reference = ReferencePanel(_dispatch(module))
+    monkeypatch.setattr(module, "_extension", lambda device: reference)
+    h, tau = module._solve(torch.zeros((2, 40, 40)))
+    assert module._kept_columns(torch.zeros((2, 40, 40))) == 0
+    assert not h.any() and not tau.any() and reference.calls == 0
+
+
+@pytest.mark.gpu
+def test_tail_columns_matches_the_reference_on_gpu(tmp_path):
+    """The scan on the GPU keeps what the host's reference keeps, for every profile and both bounds."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    module = _module("cuda_blocked", tmp_path)
+    ext = module._extension(torch.device("cuda"))
+    for profile in ("dense", "rankdef", "clustered", "mixed", "nearrank", "band", "rowscale", "upper"):
+        a = generate_input(16, 200, 1.0, 9, profile).cuda()
+        for rel in module._TAIL_REL.values():
+            got = torch.full((16,), -1, dtype=torch.int32, device="cuda")
+            ext.tail_columns(a, got, rel)
+            want = torch.full((16,), -1, dtype=torch.int32)
+            ReferencePanel(set()).tail_columns(a.cpu(), want, rel)
+            assert got.cpu().tolist() == want.tolist(), (profile, rel)
 
 
 def test_blocked_falls_back_to_geqrf_without_cuda(tmp_path):

@@ -101,6 +101,14 @@ where the panels fill the GPU, it does not pay (kernels/BENCHMARKS.md#lookahead-
 call still launches one graph on the caller's stream, and the second stream's branch joins inside
 it; without a graph a call stays on the caller's stream and the blocks do not look ahead.
 
+A batch whose trailing columns are zero (a rank-deficient input) or negligible (PARAMS tail_*: each
+such column's 1-norm at most 8·eps32 times the matrix's first column's, as a clustered-scale input's
+last half is) is factored over its kept columns only, every matrix to the most any matrix of the batch
+keeps, rounded up to whole panels; R and V are zero in the rest and tau 0.  A dropped column changes R -
+QᵀA by at most √n·8·eps32·‖A‖₁ in 1-norm, 8/√n of the unit the contract's residual gate (20) counts
+in, whatever the input: a scan from each matrix's last column stops at the first kept chunk of 32 (a
+dense matrix costs two chunks), and one host sync reads the batch's count.
+
 Above PARAMS["max_n"] (or without CUDA) the file calls torch.geqrf.  The build is cached by a hash of
 the source and target in TORCH_EXTENSIONS_DIR (first call on a new source: about a minute of nvcc).
 
@@ -163,6 +171,8 @@ PARAMS = {
     'lookahead_le2048': False,
     'lookahead_gt2048': True,
     'lookahead_programs': 1,
+    'tail_le512': 'off',
+    'tail_gt512': 'off',
 }
 # qrsearch: end params
 
@@ -270,6 +280,14 @@ SPACE = {
     "lookahead_le2048": [False, True],
     "lookahead_gt2048": [False, True],
     "lookahead_programs": [0, 1, 2, 3],
+    # Per matrix, the trailing columns after the last one whose 1-norm exceeds rel·‖a₀‖₁ are left out
+    # of the factorisation (R, V zero there, tau 0): "zero" (rel = 0) drops exactly zero columns, as
+    # geqrf would factor them; "negligible" (rel = 8·eps32) also columns that change R - QᵀA by at most
+    # 8/√n of the residual unit n·eps32·‖A‖₁.  The batch keeps the most any of its matrices keeps, so
+    # a scan of each matrix's last 32 columns, then one host sync, is the cost where nothing drops.
+    # For n ≤ 512 and above.
+    "tail_le512": ["off", "zero", "negligible"],
+    "tail_gt512": ["off", "zero", "negligible"],
 }
 # qrsearch: end space
 
@@ -1859,6 +1877,50 @@ __global__ void __launch_bounds__(256) live_columns_kernel(const float* A, int n
     if (threadIdx.x == 0) live[b] = *best;
 }
 
+// kept[b] = 1 + the last column of matrix b whose 1-norm exceeds rel·‖a₀‖₁ (its first column's 1-norm,
+// a lower bound of ‖A‖₁; 0 for none): the factorisation leaves the columns after it out, R and V zero
+// there and tau 0, which changes R - QᵀA by at most √n·rel·‖A‖₁ in 1-norm (a dropped column's Qᵀa) —
+// with rel = 8·eps32, 8/√n of the n·eps32·‖A‖₁ the contract's residual is measured in.  rel = 0 keeps
+// every column with a nonzero element (exact).  A NaN norm, or a first column that is not finite,
+// keeps the column.  The block walks 32-column chunks from the right (each warp a stripe of rows,
+// lane = column: coalesced) and stops at the first chunk with a kept column: a dense matrix costs its
+// first and last 32 columns.  Shared: 256 doubles, one double and one int.
+__global__ void __launch_bounds__(256) tail_columns_kernel(const float* A, int n, double rel, int* kept) {
+    const int b = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const float* a = A + (size_t)b * n * n;
+    double* part = dynamic_shared();
+    double* bound = part + 256;
+    int* found = reinterpret_cast<int*>(bound + 1);
+    double first = 0.0;
+    for (int i = threadIdx.x; i < n; i += 256) first += fabs((double)a[(size_t)i * n]);
+    part[threadIdx.x] = first;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double norm = 0.0;
+        for (int e = 0; e < 256; ++e) norm += part[e];
+        *bound = isfinite(norm) ? rel * norm : 0.0;
+        *found = -1;
+    }
+    __syncthreads();
+    const double limit = *bound;
+    for (int end = n; end > 0; end -= 32) {
+        const int col = end - 32 + lane;
+        double sum = 0.0;
+        if (col >= 0)
+            for (int i = warp; i < n; i += 8) sum += fabs((double)a[(size_t)i * n + col]);
+        part[warp * 32 + lane] = sum;
+        __syncthreads();
+        if (warp == 0) {
+            double norm = 0.0;
+            for (int w = 0; w < 8; ++w) norm += part[w * 32 + lane];
+            if (col >= 0 && !(norm <= limit)) atomicMax(found, col);
+        }
+        __syncthreads();  // found is final for this chunk; part is read before the next chunk writes it
+        if (*found >= 0) break;
+    }
+    if (threadIdx.x == 0) kept[b] = *found + 1;
+}
+
 """
 
 # The panel kernel's instantiations, (rows per lane, warps, columns per warp, blocks per SM): every
@@ -2151,6 +2213,22 @@ void merge(at::Tensor v1, at::Tensor v2, at::Tensor t1, at::Tensor t2, at::Tenso
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// kept[b] = the columns of matrix b up to its last one whose 1-norm exceeds rel times its first
+// column's (tail_columns_kernel); A contiguous batch x n x n float32, kept int32 batch.
+void tail_columns(at::Tensor A, at::Tensor kept, double rel) {
+    TORCH_CHECK(A.is_cuda() && A.is_contiguous() && A.scalar_type() == at::kFloat && A.dim() == 3 &&
+                A.size(1) == A.size(2), "tail_columns: A must be a contiguous batch x n x n float32 CUDA tensor");
+    TORCH_CHECK(kept.is_cuda() && kept.is_contiguous() && kept.scalar_type() == at::kInt && kept.numel() >= A.size(0),
+                "tail_columns: kept must hold batch int32");
+    TORCH_CHECK(rel >= 0.0 && rel < 1.0, "tail_columns: rel must be in [0, 1)");
+    if (A.size(0) == 0) return;
+    const c10::cuda::CUDAGuard guard(A.device());
+    tail_columns_kernel<<<(unsigned)A.size(0), 256, 257 * sizeof(double) + sizeof(int),
+                          at::cuda::getCurrentCUDAStream()>>>(A.data_ptr<float>(), (int)A.size(2), rel,
+                                                             kept.data_ptr<int>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 // live[b] = the columns of matrix b up to its last nonzero one (live_columns_kernel); A contiguous
 // batch x n x n float32, live int32 batch.
 void live_columns(at::Tensor A, at::Tensor live) {
@@ -2187,11 +2265,13 @@ _CPP_SOURCE = ("void panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tenso
                "void merge(at::Tensor v1, at::Tensor v2, at::Tensor t1, at::Tensor t2, at::Tensor t12, at::Tensor X, "
                "at::Tensor count);\n"
                "void live_columns(at::Tensor A, at::Tensor live);\n"
+               "void tail_columns(at::Tensor A, at::Tensor kept, double rel);\n"
                "void apply_rows(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor W);")
 
 _EXTENSIONS = {}
 _GRAPHS = {}
 _INVERSE_MODES = {"solve": 0, "sweep": 1, "warp": 2}  # cholqr_panel's inverse argument
+_TAIL_REL = {"zero": 0.0, "negligible": 8 * 2.0 ** -23}  # tail_columns' rel per PARAMS tail_*
 
 
 def _extension(device: torch.device):
@@ -2205,7 +2285,7 @@ def _extension(device: torch.device):
         _EXTENSIONS[arch] = load_inline(
             name="qr_blocked_" + digest, cpp_sources=_CPP_SOURCE, cuda_sources=_CUDA_SOURCE,
             functions=["panel", "cholqr_panel", "cholqr_leaf", "cross", "apply_rows", "narrow_update", "merge",
-                       "live_columns"],
+                       "live_columns", "tail_columns"],
             extra_cflags=["-O3"], extra_cuda_cflags=["-O3", "-gencode=arch=compute_%s,code=sm_%s" % (arch, arch)],
         )
     return _EXTENSIONS[arch]
@@ -2420,14 +2500,17 @@ def _lookahead(n: int) -> bool:
                   "lookahead_le2048" if n <= 2048 else "lookahead_gt2048"]
 
 
-def _factor(H: torch.Tensor, tau: torch.Tensor, A: torch.Tensor | None = None, streams=None) -> None:
-    """Factor A into H (batch x n x n, both contiguous; A defaults to H, in place), tau written.
+def _factor(H: torch.Tensor, tau: torch.Tensor, A: torch.Tensor | None = None, streams=None,
+            cols: int | None = None) -> None:
+    """Factor A's first cols columns (default all) into H (batch x n x n, both contiguous; A defaults to
+    H, in place), tau written there; H's and tau's other columns are not touched.
     The first block reads A and every element of H is written by it (its panels and the update
     of the rest), so H needs no copy of A first: at 640x512 that copy was 0.32 of 6 ms.
     With streams (beside(work), join()) and PARAMS lookahead_*, block j's update of the columns
     right of block j+1 runs beside block j+1's factorisation: they touch different columns of H,
     and the two blocks' Vᵀ and T live in different buffers."""
     batch, n = H.shape[0], H.shape[-1]
+    cols = n if cols is None else cols
     nb, block = _widths(n)
     ext = _extension(H.device)
     sms = torch.cuda.get_device_properties(H.device).multi_processor_count if H.is_cuda else 1
@@ -2442,25 +2525,25 @@ def _factor(H: torch.Tensor, tau: torch.Tensor, A: torch.Tensor | None = None, s
     if PARAMS["skip_zero_columns"]:
         live = torch.empty((batch,), dtype=torch.int32, device=H.device)
         ext.live_columns(source, live)
-    for i, k in enumerate(range(0, n, block)):
-        width = min(block, n - k)
+    for i, k in enumerate(range(0, cols, block)):
+        width = min(block, cols - k)
         vt, t = buffers[i % len(buffers)]
         if not ahead or i == 0:
             _block(ext, source, H, tau, vt, t, k, width, nb, sms, work, scratch, live)
-        if k + width >= n:
+        if k + width >= cols:
             break
         v_k, t_k = vt[:, :width, :n - k], t[:, :width, :width]
         after = k + width
         if not ahead:
-            _apply(H[:, k:, after:], v_k, t_k, None if source is H else source[:, k:, after:], ext, narrow=narrow,
-                   live=live, col0=after)
+            _apply(H[:, k:, after:cols], v_k, t_k, None if source is H else source[:, k:, after:cols], ext,
+                   narrow=narrow, live=live, col0=after)
         else:
-            nxt = min(block, n - after)
-            cols = slice(after, after + nxt)
-            _apply(H[:, k:, cols], v_k, t_k, None if source is H else source[:, k:, cols], ext, narrow=narrow,
-                   live=live, col0=after)
-            if after + nxt < n:
-                rest = slice(after + nxt, n)
+            nxt = min(block, cols - after)
+            following = slice(after, after + nxt)
+            _apply(H[:, k:, following], v_k, t_k, None if source is H else source[:, k:, following], ext,
+                   narrow=narrow, live=live, col0=after)
+            if after + nxt < cols:
+                rest = slice(after + nxt, cols)
                 src = None if source is H else source[:, k:, rest]
                 streams.beside(lambda c=H[:, k:, rest], v=v_k, tt=t_k, s=src, c0=rest.start:
                                _apply(c, v, tt, s, ext, programs, live=live, col0=c0))
@@ -2470,24 +2553,61 @@ def _factor(H: torch.Tensor, tau: torch.Tensor, A: torch.Tensor | None = None, s
         source = H
 
 
+def _kept_columns(A: torch.Tensor) -> int:
+    """The columns of A's batch the factorisation needs (PARAMS tail_*): the most any matrix keeps
+    (tail_columns_kernel), rounded up to whole panels; n where the size class's knob is off.  Where it
+    is on, this is the call's one host sync."""
+    n = A.shape[-1]
+    mode = PARAMS["tail_le512" if n <= 512 else "tail_gt512"]
+    if mode == "off" or A.shape[0] == 0:
+        return n
+    kept = torch.empty((A.shape[0],), dtype=torch.int32, device=A.device)
+    _extension(A.device).tail_columns(A, kept, _TAIL_REL[mode])
+    nb = _widths(n)[0]
+    return min(n, nb * -(-int(kept.max()) // nb))
+
+
+def _zero_tail(H: torch.Tensor, tau: torch.Tensor, cols: int) -> None:
+    """The columns left out of the factorisation: R and V zero, tau 0 (the reflector of a zero column)."""
+    if cols < H.shape[-1]:
+        H[:, :, cols:].zero_()
+        tau[:, cols:].zero_()
+
+
+def _solve(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A (contiguous) factored into a fresh H and tau on the caller's stream, without a graph."""
+    cols = _kept_columns(A)
+    H = torch.empty_like(A)
+    tau = torch.empty((A.shape[0], A.shape[-1]), dtype=A.dtype, device=A.device)
+    _zero_tail(H, tau, cols)
+    if cols:
+        _factor(H, tau, A, cols=cols)
+    return H, tau
+
+
 def _replay(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The factorisation of A's shape as a captured CUDA graph (captured on the first call)."""
-    key = (A.shape[0], A.shape[-1], A.device)
+    """The factorisation of A's shape as a captured CUDA graph (captured on the first call of each shape
+    and count of kept columns)."""
+    cols = _kept_columns(A)
+    if cols == 0:
+        return torch.zeros_like(A), torch.zeros((A.shape[0], A.shape[-1]), dtype=A.dtype, device=A.device)
+    key = (A.shape[0], A.shape[-1], cols, A.device)
     entry = _GRAPHS.get(key)
     if entry is None:
         a_in = torch.empty_like(A)
         h_out = torch.empty_like(A)
         tau_out = torch.empty((A.shape[0], A.shape[-1]), dtype=A.dtype, device=A.device)
+        _zero_tail(h_out, tau_out, cols)  # no replay writes these columns
         a_in.copy_(A)
         side = torch.cuda.Stream(A.device)
         streams = _Streams(A.device)
         side.wait_stream(torch.cuda.current_stream(A.device))
         with torch.cuda.stream(side):  # one eager run first: workspaces, kernel attributes
-            _factor(h_out, tau_out, a_in, streams)
+            _factor(h_out, tau_out, a_in, streams, cols)
         torch.cuda.current_stream(A.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            _factor(h_out, tau_out, a_in, streams)
+            _factor(h_out, tau_out, a_in, streams, cols)
         entry = _GRAPHS[key] = (graph, a_in, h_out, tau_out)
     graph, a_in, h_out, tau_out = entry
     a_in.copy_(A)
@@ -2502,8 +2622,4 @@ def custom_kernel(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     graph = PARAMS["graph_le384" if n <= 384 else "graph" if n <= 512 else "graph_le1024" if n <= 1024 else "graph_gt1024"]
     if PARAMS["graph"] or graph:
         return _replay(A.contiguous())
-    A = A.contiguous()
-    H = torch.empty_like(A)
-    tau = torch.empty((A.shape[0], n), dtype=A.dtype, device=A.device)
-    _factor(H, tau, A)
-    return H, tau
+    return _solve(A.contiguous())
