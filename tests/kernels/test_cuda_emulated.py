@@ -62,6 +62,9 @@ _LIVE_DRIVER = r"""
 extern "C" void run_live(const float* A, int batch, int n, int* live) {
     emu::launch((unsigned)batch, 256, sizeof(int), [&] { live_columns_kernel(A, n, live); });
 }
+extern "C" void run_zero_tail(float* H, float* tau, int batch, int n, const int* kept) {
+    emu::launch_serial(dim3{(unsigned)((n + 63) / 64), (unsigned)batch, 1}, 256, 0, [&] { zero_tail_kernel(H, tau, n, kept); });
+}
 extern "C" void run_tail(const float* A, int batch, int n, double rel, int* kept) {
     emu::launch((unsigned)batch, 256, 257 * sizeof(double) + sizeof(int), [&] { tail_columns_kernel(A, n, rel, kept); });
 }
@@ -97,6 +100,7 @@ def emulated(tmp_path_factory):
     lib.run_merge.restype = i32
     lib.run_live.argtypes = [pointer, i32, i32, pointer]
     lib.run_tail.argtypes = [pointer, i32, i32, ctypes.c_double, pointer]
+    lib.run_zero_tail.argtypes = [pointer, pointer, i32, i32, pointer]
     return lib
 
 
@@ -382,3 +386,16 @@ def test_tail_columns_keeps_what_the_bound_allows(emulated, n):
         host = torch.full((8,), -1, dtype=torch.int32)
         ReferencePanel(set()).tail_columns(a, host, r)
         assert host.tolist() == expected, r
+
+
+def test_zero_tail_clears_each_matrixs_dropped_columns_and_nothing_else(emulated):
+    n = 130
+    h = torch.randn((4, n, n), generator=torch.Generator().manual_seed(4))
+    tau = torch.randn((4, n), generator=torch.Generator().manual_seed(5))
+    kept = torch.tensor([n, 65, 0, 129], dtype=torch.int32)
+    want_h, want_tau = h.clone(), tau.clone()
+    for b, c in enumerate(kept.tolist()):
+        want_h[b, :, c:] = 0.0
+        want_tau[b, c:] = 0.0
+    emulated.run_zero_tail(h.data_ptr(), tau.data_ptr(), 4, n, kept.data_ptr())
+    assert torch.equal(h, want_h) and torch.equal(tau, want_tau)

@@ -261,15 +261,33 @@ class ReferencePanel:
         self.merge_calls = 0
         self.live_calls = 0
         self.tail_calls = 0
+        self.skipped = 0
+        self.zero_tail_calls = 0
         self.cross_calls = 0
         self.apply_rows_calls = 0
 
-    def panel(self, S, H, tau, vt, t, k, w, rpl, warps, cpw, minb) -> None:
+    def panel(self, S, H, tau, vt, t, k, w, rpl, warps, cpw, minb, kept=None) -> None:
+        """With kept (per matrix, the columns its factorisation keeps; empty: all), a matrix whose kept
+        columns end at or before k gets identity reflectors (V, T, tau zero) and its H is not touched."""
         self.calls += 1
         n = H.shape[-1]
         assert (rpl, warps, cpw, minb) in self.table
         assert 0 <= k and 1 <= w and k + w <= n and n - k <= 32 * rpl and w <= warps * cpw
+        skip = torch.zeros(H.shape[0], dtype=torch.bool) if kept is None or not kept.numel() else kept.long() <= k
+        before = H[skip, k:, k:k + w].clone()
         self._factor_panel(S, H, tau, vt, t, k, w)
+        self.skipped += int(skip.sum())
+        H[skip, k:, k:k + w] = before
+        vt[skip, :w, :n - k] = 0.0
+        t[skip, :w, :w] = 0.0
+        tau[skip, k:k + w] = 0.0
+
+    def zero_tail(self, H, tau, kept) -> None:
+        """H[b, :, kept[b]:] = 0 and tau[b, kept[b]:] = 0."""
+        self.zero_tail_calls += 1
+        for b, c in enumerate(kept.tolist()):
+            H[b, :, c:] = 0.0
+            tau[b, c:] = 0.0
 
     def cholqr_panel(self, S, H, tau, vt, t, acc, small, flags, k, w, sweep=False) -> None:
         """The Cholesky QR leaf promises what panel() does (its inverses by triangular solves or in
@@ -677,7 +695,8 @@ def test_blocked_leaves_out_only_the_columns_the_bound_allows(tmp_path, monkeypa
     """PARAMS tail_le512: the batch is factored over the columns its matrices keep (rounded up to whole
     panels), the rest of H and tau is zero, and the factorisation passes the contract's properties;
     trailing columns that are small but not negligible, or a batch with a dense matrix, keep them all."""
-    params = {"tail_le512": mode, "nb_le384": 32, "block_le384": 64, "lookahead_le512": lookahead}
+    params = {"tail_le512": mode, "nb_le384": 32, "block_le384": 64, "lookahead_le512": lookahead,
+              "tail_per_matrix": False}
     module = _module("cuda_blocked", tmp_path, params)
     reference = ReferencePanel(_dispatch(module))
     monkeypatch.setattr(module, "_extension", lambda device: reference)
@@ -701,8 +720,44 @@ def test_blocked_leaves_out_only_the_columns_the_bound_allows(tmp_path, monkeypa
     assert result.ok, f"{mode} {profile}: {result.message}"
 
 
+@pytest.mark.parametrize("profile", ["clustered", "rankdef", "mixed", "dense"])
+@pytest.mark.parametrize("lookahead, update", [(False, "bf16x3"), (True, "bf16x3"), (False, "fp32")])
+def test_blocked_leaves_out_each_matrixs_own_tail_on_the_device(tmp_path, monkeypatch, profile, lookahead, update):
+    """tail_per_matrix: no host count; each matrix keeps its own columns (a mixed batch's clustered and
+    rankdef members drop theirs beside dense ones that keep all), its panels past them are identity
+    reflectors, H and tau are zero past them, and the factorisation passes the contract's properties,
+    whether the updates skip the tiles past them (Triton) or apply the identity reflectors (cuBLAS)."""
+    n = 200
+    params = {"tail_le512": "negligible", "tail_per_matrix": True, "nb_le384": 32, "block_le384": 64,
+              "lookahead_le512": lookahead, "update_lt512": update}
+    module = _module("cuda_blocked", tmp_path, params)
+    reference = ReferencePanel(_dispatch(module))
+    monkeypatch.setattr(module, "_extension", lambda device: reference)
+    a = generate_input(6, n, 1.0, 5, profile)
+    kept = torch.empty(6, dtype=torch.int32)
+    reference.tail_columns(a, kept, module._TAIL_REL["negligible"])
+    assert module._kept_columns(a) == n, "per matrix: no host count"
+    h, tau = torch.full_like(a, float("nan")), torch.full((6, n), float("nan"))
+    module._factor(h, tau, a, DeferredSide(False) if lookahead else None)
+    assert reference.zero_tail_calls == 1
+    for b, c in enumerate(kept.tolist()):
+        assert not h[b, :, c:].any() and not tau[b, c:].any(), b
+    assert torch.isfinite(h).all() and torch.isfinite(tau).all()
+    want_skipped = sum(sum(1 for k in range(0, n, 32) if k >= c) for c in kept.tolist())
+    assert reference.skipped == want_skipped
+    if profile in ("clustered", "rankdef"):
+        assert want_skipped > 0
+    result = verify_qr(a, (h, tau), None)
+    assert result.ok, f"{profile}: {result.message}"
+    # what a matrix keeps is factored as the host-cut path factors it: the same kept columns' R
+    module.PARAMS["tail_per_matrix"] = False
+    for b, c in enumerate(kept.tolist()):
+        h_b, tau_b = module._solve(a[b:b + 1].clone())
+        torch.testing.assert_close(torch.triu(h_b[0, :, :c]), torch.triu(h[b, :, :c]), rtol=1e-4, atol=1e-4)
+
+
 def test_blocked_leaves_out_every_column_of_a_zero_batch(tmp_path, monkeypatch):
-    module = _module("cuda_blocked", tmp_path, {"tail_le512": "zero"})
+    module = _module("cuda_blocked", tmp_path, {"tail_le512": "zero", "tail_per_matrix": False})
     reference = ReferencePanel(_dispatch(module))
     monkeypatch.setattr(module, "_extension", lambda device: reference)
     h, tau = module._solve(torch.zeros((2, 40, 40)))
@@ -725,6 +780,28 @@ def test_tail_columns_matches_the_reference_on_gpu(tmp_path):
             want = torch.full((16,), -1, dtype=torch.int32)
             ReferencePanel(set()).tail_columns(a.cpu(), want, rel)
             assert got.cpu().tolist() == want.tolist(), (profile, rel)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("per_matrix", [False, True])
+@pytest.mark.parametrize("profile", ["clustered", "rankdef", "mixed", "dense"])
+def test_blocked_tail_factors_every_profile_on_gpu(tmp_path, profile, per_matrix):
+    """custom_kernel with the tail left out (per matrix, or cut at the batch's count) at 512 and 200:
+    the contract's properties, and H and tau zero past each matrix's kept columns (per matrix)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    module = _module("cuda_blocked", tmp_path, {"tail_le512": "negligible", "tail_per_matrix": per_matrix})
+    ext = module._extension(torch.device("cuda"))
+    for batch, n in ((64, 512), (16, 200)):
+        a = generate_input(batch, n, 1.0, 13, profile, device="cuda")
+        h, tau = module.custom_kernel(a)
+        result = verify_qr(a, (h, tau), None)
+        assert result.ok, f"{profile} {n}: {result.message}"
+        if per_matrix:
+            kept = torch.empty(batch, dtype=torch.int32, device="cuda")
+            ext.tail_columns(a, kept, module._TAIL_REL["negligible"])
+            for b, c in enumerate(kept.tolist()):
+                assert not h[b, :, c:].any() and not tau[b, c:].any(), (profile, n, b)
 
 
 def test_blocked_falls_back_to_geqrf_without_cuda(tmp_path):
@@ -755,8 +832,10 @@ def test_panel_kernel_matches_the_reference_panel_on_gpu(tmp_path, params):
             got = [a, h, torch.zeros((4, n), device="cuda"), torch.zeros((4, nb, n), device="cuda"),
                    torch.zeros((4, nb, nb), device="cuda")]
             want = [x.cpu() for x in got]
-            ext.panel(*got, k, nb, rpl, warps, cpw, minb)
-            ReferencePanel(table).panel(*want, k, nb, rpl, warps, cpw, minb)
+            # matrix 2 keeps its columns only up to k (identity reflectors here); the others all
+            kept = torch.tensor([n, n, k, n], dtype=torch.int32)
+            ext.panel(*got, k, nb, rpl, warps, cpw, minb, kept.cuda() if k else module._NO_KEPT)
+            ReferencePanel(table).panel(*want, k, nb, rpl, warps, cpw, minb, kept if k else None)
             for label, g, w in zip(("H", "tau", "VT", "T"), got[1:], want[1:]):
                 torch.testing.assert_close(g.cpu(), w, rtol=2e-3, atol=2e-4, equal_nan=True,
                                            msg=f"{label} at n={n} k={k}")

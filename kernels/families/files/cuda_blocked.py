@@ -101,13 +101,15 @@ where the panels fill the GPU, it does not pay (kernels/BENCHMARKS.md#lookahead-
 call still launches one graph on the caller's stream, and the second stream's branch joins inside
 it; without a graph a call stays on the caller's stream and the blocks do not look ahead.
 
-A batch whose trailing columns are zero (a rank-deficient input) or negligible (PARAMS tail_*: each
+A matrix whose trailing columns are zero (a rank-deficient input) or negligible (PARAMS tail_*: each
 such column's 1-norm at most 8·eps32 times the matrix's first column's, as a clustered-scale input's
-last half is) is factored over its kept columns only, every matrix to the most any matrix of the batch
-keeps, rounded up to whole panels; R and V are zero in the rest and tau 0.  A dropped column changes R -
-QᵀA by at most √n·8·eps32·‖A‖₁ in 1-norm, 8/√n of the unit the contract's residual gate (20) counts
-in, whatever the input: a scan from each matrix's last column stops at the first kept chunk of 32 (a
-dense matrix costs two chunks), and one host sync reads the batch's count.
+last half is) is factored over its kept columns only; R and V are zero in the rest and tau 0.  A
+dropped column changes R - QᵀA by at most √n·8·eps32·‖A‖₁ in 1-norm, 8/√n of the unit the contract's
+residual gate (20) counts in, whatever the input: a scan from each matrix's last column stops at the first kept chunk of 32 (a
+dense matrix costs two chunks).  Per matrix on the device (PARAMS tail_per_matrix), the updates skip
+the tiles past each matrix's count, the panels past it are identity reflectors and one kernel zeroes
+the rest, with no host sync; otherwise one host sync reads the batch's count and the factorisation is
+cut there (kernels/BENCHMARKS.md#negligible-trailing-columns).
 
 Above PARAMS["max_n"] (or without CUDA) the file calls torch.geqrf.  The build is cached by a hash of
 the source and target in TORCH_EXTENSIONS_DIR (first call on a new source: about a minute of nvcc).
@@ -173,6 +175,7 @@ PARAMS = {
     'lookahead_programs': 1,
     'tail_le512': 'off',
     'tail_gt512': 'off',
+    'tail_per_matrix': True,
 }
 # qrsearch: end params
 
@@ -288,6 +291,10 @@ SPACE = {
     # For n ≤ 512 and above.
     "tail_le512": ["off", "zero", "negligible"],
     "tail_gt512": ["off", "zero", "negligible"],
+    # Where tail_* is on: per matrix on the device, no host sync (updates skip the tiles past each
+    # matrix's kept columns, the register panels past them return identity reflectors, one kernel
+    # zeroes the rest), or the batch's most read on the host and the factorisation cut there.
+    "tail_per_matrix": [False, True],
 }
 # qrsearch: end space
 
@@ -569,7 +576,8 @@ constexpr size_t panel_smem_bytes() {
                             + 2 * (size_t)(W * CPW) * (W * CPW + 1) + 2 + W * CPW);
 }
 
-// One block per matrix factors panel columns k..k+w (rows k..n) of H in place and writes
+// One block per matrix factors panel columns k..k+w (rows k..n) of H in place (or, with kept, returns
+// identity reflectors for a matrix whose kept columns end at or before k) and writes
 // tau[k..k+w], VT (w x (n-k) from its pointer, rows n apart, row j = reflector j) and T
 // (w x w upper triangular, rows ldt apart); vstride and tstride step from one matrix to the
 // next, so both can be windows of a wider block's buffers.
@@ -578,7 +586,19 @@ constexpr size_t panel_smem_bytes() {
 template <int RPL, int W, int CPW, int MINB>
 __global__ void __launch_bounds__(W * 32, MINB)
 panel_kernel(const float* S, float* H, float* __restrict__ TAU, float* __restrict__ VT, float* __restrict__ T,
-             int n, int k, int w, long long vstride, long long tstride, int ldt) {
+             int n, int k, int w, long long vstride, long long tstride, int ldt, const int* __restrict__ kept) {
+    if (kept != nullptr && k >= kept[blockIdx.x]) {
+        // Every column of this panel is left out of this matrix's factorisation (tail_columns_kernel):
+        // identity reflectors (V = 0, T = 0, tau = 0), so every update that still runs is a no-op on
+        // it; H's columns are zeroed at the end (zero_tail_kernel).
+        const int rows = n - k;
+        float* vt = VT + (size_t)blockIdx.x * vstride;
+        for (int e = threadIdx.x; e < w * rows; e += W * 32) vt[(size_t)(e / rows) * n + e % rows] = 0.f;
+        float* tout = T + (size_t)blockIdx.x * tstride;
+        for (int e = threadIdx.x; e < w * w; e += W * 32) tout[(size_t)(e / w) * ldt + e % w] = 0.f;
+        for (int c = threadIdx.x; c < w; c += W * 32) TAU[(size_t)blockIdx.x * n + k + c] = 0.f;
+        return;
+    }
     constexpr int MP = 32 * RPL;
     constexpr int NBP = W * CPW;
     constexpr int LDS = NBP + 1;  // odd stride: a warp reading one column hits 32 banks
@@ -1907,7 +1927,13 @@ __global__ void __launch_bounds__(256) tail_columns_kernel(const float* A, int n
         const int col = end - 32 + lane;
         double sum = 0.0;
         if (col >= 0)
-            for (int i = warp; i < n; i += 8) sum += fabs((double)a[(size_t)i * n + col]);
+            for (int i0 = warp; i0 < n; i0 += 8 * 8) {
+                float x[8];  // eight loads in flight a thread: one at a time, a chunk was 64 DRAM latencies
+#pragma unroll
+                for (int u = 0; u < 8; ++u) x[u] = i0 + 8 * u < n ? a[(size_t)(i0 + 8 * u) * n + col] : 0.f;
+#pragma unroll
+                for (int u = 0; u < 8; ++u) sum += fabs((double)x[u]);
+            }
         part[warp * 32 + lane] = sum;
         __syncthreads();
         if (warp == 0) {
@@ -1919,6 +1945,19 @@ __global__ void __launch_bounds__(256) tail_columns_kernel(const float* A, int n
         if (*found >= 0) break;
     }
     if (threadIdx.x == 0) kept[b] = *found + 1;
+}
+
+// H[b, :, kept[b]:] = 0 and tau[b, kept[b]:] = 0: the columns left out of matrix b's factorisation (the
+// panel that straddles kept[b] factored them from columns no update reached).  Block (chunk, b) zeroes
+// 64 rows; the writes cover only the dropped columns.
+__global__ void __launch_bounds__(256) zero_tail_kernel(float* H, float* TAU, int n, const int* kept) {
+    const int b = blockIdx.y, c0 = kept[b], cols = n - c0;
+    if (cols <= 0) return;
+    float* h = H + (size_t)b * n * n;
+    const int r0 = blockIdx.x * 64, rows = min(64, n - r0);
+    for (int e = threadIdx.x; e < rows * cols; e += 256) h[(size_t)(r0 + e / cols) * n + c0 + e % cols] = 0.f;
+    if (blockIdx.x == 0)
+        for (int c = c0 + threadIdx.x; c < n; c += 256) TAU[(size_t)b * n + c] = 0.f;
 }
 
 """
@@ -1938,7 +1977,7 @@ _PANEL_KERNELS = (
 def _panel_dispatch() -> str:
     """The cases of the host code's switch over _PANEL_KERNELS, keyed as panel() keys them."""
     return "".join(
-        "        case %dLL: launch<%d, %d, %d, %d>(S, H, tau, vt, t, n, kk, ww, stream); break;\n"
+        "        case %dLL: launch<%d, %d, %d, %d>(S, H, tau, vt, t, n, kk, ww, keep, stream); break;\n"
         % (((minb * 1000 + rpl) * 100 + warps) * 100 + cpw, rpl, warps, cpw, minb)
         for rpl, warps, cpw, minb in _PANEL_KERNELS)
 
@@ -1947,7 +1986,7 @@ def _panel_dispatch() -> str:
 _HOST_SOURCE = r"""
 template <int RPL, int W, int CPW, int MINB>
 void launch(const at::Tensor& S, at::Tensor& H, at::Tensor& tau, at::Tensor& vt, at::Tensor& t, int n, int k, int w,
-            cudaStream_t stream) {
+            const int* kept, cudaStream_t stream) {
     constexpr size_t bytes = panel_smem_bytes<RPL, W, CPW>();
     static bool ready = false;  // the opt-in above 48 KB of shared memory, once per kernel
     if (!ready) {
@@ -1961,7 +2000,7 @@ void launch(const at::Tensor& S, at::Tensor& H, at::Tensor& tau, at::Tensor& vt,
     }
     panel_kernel<RPL, W, CPW, MINB><<<(unsigned)H.size(0), W * 32, bytes, stream>>>(
         S.data_ptr<float>(), H.data_ptr<float>(), tau.data_ptr<float>(), vt.data_ptr<float>(), t.data_ptr<float>(), n, k, w,
-        (long long)vt.stride(0), (long long)t.stride(0), (int)t.stride(1));
+        (long long)vt.stride(0), (long long)t.stride(0), (int)t.stride(1), kept);
 }
 
 
@@ -1973,7 +2012,7 @@ void launch(const at::Tensor& S, at::Tensor& H, at::Tensor& tau, at::Tensor& vt,
 // and t (contiguous rows) may be windows of wider buffers: the kernel writes vt[:, :w, :n-k]
 // and t[:, :w, :w] only.
 void panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, int64_t k, int64_t w, int64_t rpl,
-           int64_t warps, int64_t cpw, int64_t minb) {
+           int64_t warps, int64_t cpw, int64_t minb, at::Tensor kept) {
     TORCH_CHECK(H.is_cuda() && H.is_contiguous() && H.scalar_type() == at::kFloat && H.dim() == 3,
                 "panel: H must be a contiguous batch x n x n float32 CUDA tensor");
     TORCH_CHECK(S.is_cuda() && S.is_contiguous() && S.scalar_type() == at::kFloat && S.sizes() == H.sizes(),
@@ -1993,6 +2032,10 @@ void panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor
     const c10::cuda::CUDAGuard guard(H.device());
     const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
     const long long key = ((minb * 1000 + rpl) * 100 + warps) * 100 + cpw;
+    TORCH_CHECK(kept.numel() == 0 || (kept.is_cuda() && kept.is_contiguous() && kept.scalar_type() == at::kInt &&
+                                      kept.numel() >= H.size(0)),
+                "panel: kept must be empty or hold batch int32 on the device");
+    const int* keep = kept.numel() ? kept.data_ptr<int>() : nullptr;
     const int kk = (int)k, ww = (int)w;
     switch (key) {
         // cases: _PANEL_KERNELS
@@ -2229,6 +2272,23 @@ void tail_columns(at::Tensor A, at::Tensor kept, double rel) {
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// H[b, :, kept[b]:] = 0, tau[b, kept[b]:] = 0 (zero_tail_kernel); H contiguous batch x n x n float32,
+// tau batch x n, kept int32 batch.
+void zero_tail(at::Tensor H, at::Tensor tau, at::Tensor kept) {
+    TORCH_CHECK(H.is_cuda() && H.is_contiguous() && H.scalar_type() == at::kFloat && H.dim() == 3 &&
+                H.size(1) == H.size(2), "zero_tail: H must be a contiguous batch x n x n float32 CUDA tensor");
+    TORCH_CHECK(tau.is_cuda() && tau.is_contiguous() && tau.scalar_type() == at::kFloat && tau.size(0) == H.size(0) &&
+                tau.size(1) == H.size(2), "zero_tail: tau must be a contiguous batch x n float32 CUDA tensor");
+    TORCH_CHECK(kept.is_cuda() && kept.is_contiguous() && kept.scalar_type() == at::kInt && kept.numel() >= H.size(0),
+                "zero_tail: kept must hold batch int32");
+    if (H.size(0) == 0) return;
+    const c10::cuda::CUDAGuard guard(H.device());
+    const int n = (int)H.size(2);
+    zero_tail_kernel<<<dim3((unsigned)((n + 63) / 64), (unsigned)H.size(0)), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+        H.data_ptr<float>(), tau.data_ptr<float>(), n, kept.data_ptr<int>());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 // live[b] = the columns of matrix b up to its last nonzero one (live_columns_kernel); A contiguous
 // batch x n x n float32, live int32 batch.
 void live_columns(at::Tensor A, at::Tensor live) {
@@ -2255,7 +2315,7 @@ namespace {
 """ + _DEVICE_SOURCE + "\n" + _HOST_SOURCE
 
 _CPP_SOURCE = ("void panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, int64_t k, int64_t w, "
-               "int64_t rpl, int64_t warps, int64_t cpw, int64_t minb);\n"
+               "int64_t rpl, int64_t warps, int64_t cpw, int64_t minb, at::Tensor kept);\n"
                "void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc, "
                "at::Tensor small, at::Tensor flags, int64_t k, int64_t w, int64_t inverse);\n"
                "void cholqr_leaf(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc, "
@@ -2266,12 +2326,14 @@ _CPP_SOURCE = ("void panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tenso
                "at::Tensor count);\n"
                "void live_columns(at::Tensor A, at::Tensor live);\n"
                "void tail_columns(at::Tensor A, at::Tensor kept, double rel);\n"
+               "void zero_tail(at::Tensor H, at::Tensor tau, at::Tensor kept);\n"
                "void apply_rows(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor W);")
 
 _EXTENSIONS = {}
 _GRAPHS = {}
 _INVERSE_MODES = {"solve": 0, "sweep": 1, "warp": 2}  # cholqr_panel's inverse argument
 _TAIL_REL = {"zero": 0.0, "negligible": 8 * 2.0 ** -23}  # tail_columns' rel per PARAMS tail_*
+_NO_KEPT = torch.empty((0,), dtype=torch.int32)  # panel's kept argument where every column is factored
 
 
 def _extension(device: torch.device):
@@ -2285,7 +2347,7 @@ def _extension(device: torch.device):
         _EXTENSIONS[arch] = load_inline(
             name="qr_blocked_" + digest, cpp_sources=_CPP_SOURCE, cuda_sources=_CUDA_SOURCE,
             functions=["panel", "cholqr_panel", "cholqr_leaf", "cross", "apply_rows", "narrow_update", "merge",
-                       "live_columns", "tail_columns"],
+                       "live_columns", "tail_columns", "zero_tail"],
             extra_cflags=["-O3"], extra_cuda_cflags=["-O3", "-gencode=arch=compute_%s,code=sm_%s" % (arch, arch)],
         )
     return _EXTENSIONS[arch]
@@ -2400,14 +2462,15 @@ def _apply(c: torch.Tensor, v_t: torch.Tensor, t: torch.Tensor, src: torch.Tenso
 
 def _block(ext, S: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, vt: torch.Tensor, t: torch.Tensor, k: int,
            width: int, nb: int, sms: int, work: tuple, scratch: "_MainScratch | None" = None,
-           live: torch.Tensor | None = None) -> None:
+           live: torch.Tensor | None = None, kept: torch.Tensor | None = None) -> None:
     """Factor columns k..k+width of S into H (rows k..n; S is H, or the input while H does not
     hold these columns yet): on return vt[:, :width, :n-k] holds Vᵀ (rows relative to k) and
     t[:, :width, :width] the block's T.  Wider than a panel: the left part, its reflector applied
     to the right part, the right part, then T = [[T1, -T1 V1ᵀV2 T2], [0, T2]].  Vᵀ left of each
     part's rows and T below its diagonal blocks are zero on entry (_block_buffers) and nothing here
     writes them, so no launch a block re-zeroes them.  scratch: the fused kernels' workspaces,
-    given only where these launches are on the main stream; live: as _apply takes it."""
+    given only where these launches are on the main stream; live: as _apply takes it; kept: per matrix,
+    the columns its factorisation keeps (the register panels return identity reflectors past it)."""
     n = H.shape[-1]
     m = n - k
     if width <= nb:
@@ -2417,15 +2480,16 @@ def _block(ext, S: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, vt: torch.T
             ext.cholqr_panel(S, H, tau, vt, t, *work[:3], k, width, _INVERSE_MODES[PARAMS["cholqr_inverse"]])
         else:
             rpl = _rows_per_lane(m)
-            ext.panel(S, H, tau, vt, t, k, width, rpl, *_shape(nb, rpl, H.shape[0], sms))
+            ext.panel(S, H, tau, vt, t, k, width, rpl, *_shape(nb, rpl, H.shape[0], sms),
+                      _NO_KEPT if kept is None else kept)
         return
     w1 = nb * -(-width // (2 * nb))  # half, rounded up to whole panels
-    _block(ext, S, H, tau, vt, t, k, w1, nb, sms, work, scratch, live)
+    _block(ext, S, H, tau, vt, t, k, w1, nb, sms, work, scratch, live, kept)
     right = slice(k + w1, k + width)
     narrow = scratch.narrow if scratch else None
     _apply(H[:, k:, right], vt[:, :w1, :m], t[:, :w1, :w1], None if S is H else S[:, k:, right], ext, narrow=narrow,
            live=live, col0=k + w1)
-    _block(ext, H, H, tau, vt[:, w1:, w1:], t[:, w1:, w1:], k + w1, width - w1, nb, sms, work, scratch, live)
+    _block(ext, H, H, tau, vt[:, w1:, w1:], t[:, w1:, w1:], k + w1, width - w1, nb, sms, work, scratch, live, kept)
     if m >= PARAMS["cross_min_rows"] and w1 <= 64 and width - w1 <= 64 and scratch and scratch.merge:
         ext.merge(vt[:, :w1, w1:m], vt[:, w1:width, w1:m], t[:, :w1, :w1], t[:, w1:width, w1:width],
                   t[:, :w1, w1:width], *scratch.merge)
@@ -2521,15 +2585,22 @@ def _factor(H: torch.Tensor, tau: torch.Tensor, A: torch.Tensor | None = None, s
     work = _workspace(batch, n, H.device)
     scratch = _MainScratch(batch, n, H.device)  # a side update never takes a fused kernel
     narrow = scratch.narrow
-    live = None
-    if PARAMS["skip_zero_columns"]:
+    live = kept = None
+    rel = _tail_rel(n)
+    if rel is not None and PARAMS["tail_per_matrix"]:
+        # per matrix on the device (no host sync): updates skip the tiles past each matrix's kept
+        # columns, panels past them are identity reflectors, and zero_tail clears them at the end
+        kept = torch.empty((batch,), dtype=torch.int32, device=H.device)
+        ext.tail_columns(source, kept, rel)
+        live = kept
+    elif PARAMS["skip_zero_columns"]:
         live = torch.empty((batch,), dtype=torch.int32, device=H.device)
         ext.live_columns(source, live)
     for i, k in enumerate(range(0, cols, block)):
         width = min(block, cols - k)
         vt, t = buffers[i % len(buffers)]
         if not ahead or i == 0:
-            _block(ext, source, H, tau, vt, t, k, width, nb, sms, work, scratch, live)
+            _block(ext, source, H, tau, vt, t, k, width, nb, sms, work, scratch, live, kept)
         if k + width >= cols:
             break
         v_k, t_k = vt[:, :width, :n - k], t[:, :width, :width]
@@ -2548,21 +2619,29 @@ def _factor(H: torch.Tensor, tau: torch.Tensor, A: torch.Tensor | None = None, s
                 streams.beside(lambda c=H[:, k:, rest], v=v_k, tt=t_k, s=src, c0=rest.start:
                                _apply(c, v, tt, s, ext, programs, live=live, col0=c0))
             vt2, t2 = buffers[(i + 1) % len(buffers)]
-            _block(ext, H, H, tau, vt2, t2, after, nxt, nb, sms, work, scratch, live)
+            _block(ext, H, H, tau, vt2, t2, after, nxt, nb, sms, work, scratch, live, kept)
             streams.join()
         source = H
+    if kept is not None:
+        ext.zero_tail(H, tau, kept)
+
+
+def _tail_rel(n: int) -> float | None:
+    """tail_columns' rel for matrices of size n (PARAMS tail_*), None where the knob is off."""
+    mode = PARAMS["tail_le512" if n <= 512 else "tail_gt512"]
+    return None if mode == "off" else _TAIL_REL[mode]
 
 
 def _kept_columns(A: torch.Tensor) -> int:
-    """The columns of A's batch the factorisation needs (PARAMS tail_*): the most any matrix keeps
-    (tail_columns_kernel), rounded up to whole panels; n where the size class's knob is off.  Where it
-    is on, this is the call's one host sync."""
+    """The columns of A's batch the factorisation needs (PARAMS tail_*, tail_per_matrix off): the most any
+    matrix keeps (tail_columns_kernel), rounded up to whole panels, the call's one host sync; n where
+    the size class's knob is off or the tail is left out per matrix on the device (_factor)."""
     n = A.shape[-1]
-    mode = PARAMS["tail_le512" if n <= 512 else "tail_gt512"]
-    if mode == "off" or A.shape[0] == 0:
+    rel = _tail_rel(n)
+    if rel is None or PARAMS["tail_per_matrix"] or A.shape[0] == 0:
         return n
     kept = torch.empty((A.shape[0],), dtype=torch.int32, device=A.device)
-    _extension(A.device).tail_columns(A, kept, _TAIL_REL[mode])
+    _extension(A.device).tail_columns(A, kept, rel)
     nb = _widths(n)[0]
     return min(n, nb * -(-int(kept.max()) // nb))
 
