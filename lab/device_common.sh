@@ -1,8 +1,10 @@
 # Sourced by the kernel device-call scripts (GPU machine, repo root, $OUT set): the carried
 # Python packages, the caches, a timestamped log line (stamp), the machine's setup in
-# $OUT/setup.txt, and precompile_plan PLAN, which builds the CUDA C++ families and compiles
+# $OUT/setup.txt, precompile_plan PLAN, which builds the CUDA C++ families and compiles
 # every variant of a plan of lab/bench_families.py in 12 processes (one variant each,
-# batch-1 inputs) into $OUT/precompile.log.
+# batch-1 inputs) into $OUT/precompile.log, adopt_blocked OVERRIDES WHY-NOT, which writes cuda_blocked's
+# PARAMS with OVERRIDES over the device's copy (kept in $OUT; nothing where OVERRIDES is empty), and
+# verify_blocked, qrv2-tests of that copy into $OUT/verify_cb.txt.
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 bash .devbundle/setup.sh > /dev/null && export PYTHONPATH=/tmp/site:$PWD:${PYTHONPATH:-}
@@ -23,4 +25,20 @@ precompile_plan() {
   wait
   stamp "precompiled: $(grep -c '^precompiled' "$OUT/precompile.log") ok, $(grep -c 'failed' "$OUT/precompile.log") failed"
   grep failed "$OUT/precompile.log" | cut -c1-600
+}
+
+adopt_blocked() {
+  if [ -n "$1" ]; then
+    python3 tools/param_variant.py cuda_blocked "$1" /tmp/cb_variant.py \
+      && cp /tmp/cb_variant.py kernels/families/files/cuda_blocked.py
+    cp kernels/families/files/cuda_blocked.py "$OUT/cuda_blocked_adopted.py"
+    stamp "adopted on the device's copy: $1"
+  else
+    stamp "$2: nothing adopted (the defaults are verified and timed as they are)"
+  fi
+}
+
+verify_blocked() {
+  timeout 80 python3 -m search verify kernels/families/files/cuda_blocked.py --suite qrv2-tests > "$OUT/verify_cb.txt" 2>&1
+  stamp "verify cuda_blocked on qrv2-tests: exit $? ($(grep -o '[0-9]*/[0-9]* cases passed' "$OUT/verify_cb.txt"))"
 }

@@ -43,14 +43,7 @@ if all((s, base_name) in medians and (s, cand_name) in medians
     print(candidate.split(":", 1)[1])
 PY
 )
-if [ -n "$overrides" ]; then
-  python3 tools/param_variant.py cuda_blocked "$overrides" /tmp/cb_variant.py && cp /tmp/cb_variant.py kernels/families/files/cuda_blocked.py
-  cp kernels/families/files/cuda_blocked.py "$OUT/cuda_blocked_adopted.py"
-  stamp "adopted on the device's copy: $overrides"
-else
-  stamp "the candidate did not pay at both shapes: nothing adopted (the defaults are verified and timed as they are)"
-fi
-timeout 80 python3 -m search verify kernels/families/files/cuda_blocked.py --suite qrv2-tests > "$OUT/verify_cb.txt" 2>&1
-stamp "verify cuda_blocked on qrv2-tests: exit $? ($(grep -o '[0-9]*/[0-9]* cases passed' "$OUT/verify_cb.txt"))"
+adopt_blocked "$overrides" "the candidate did not pay at both shapes"
+verify_blocked
 mkdir -p "$OUT/eval"
 OUT="$OUT/eval" bash tools/gpumode_eval.sh .probe/gpumode 9137 "${SPECS:-.probe/gpumode/tall3.txt}" 90

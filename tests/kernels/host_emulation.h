@@ -53,6 +53,12 @@ struct dim3 {
     unsigned x = 1, y = 1, z = 1;
 };
 
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+
 namespace emu {
 
 struct Warp {

@@ -62,8 +62,10 @@ _LIVE_DRIVER = r"""
 extern "C" void run_live(const float* A, int batch, int n, int* live) {
     emu::launch((unsigned)batch, 256, sizeof(int), [&] { live_columns_kernel(A, n, live); });
 }
-extern "C" void run_zero_tail(float* H, float* tau, int batch, int n, const int* kept) {
-    emu::launch_serial(dim3{(unsigned)((n + 63) / 64), (unsigned)batch, 1}, 256, 0, [&] { zero_tail_kernel(H, tau, n, kept); });
+extern "C" void run_clear_tail(float* H, float* tau, int batch, int n, int cut, const int* kept) {
+    emu::launch_serial(dim3{(unsigned)((n + 63) / 64), (unsigned)batch, 1}, 256, 0, [&] {
+        clear_tail_kernel(H, tau, n, cut, kept);
+    });
 }
 extern "C" void run_tail(const float* A, int batch, int n, double rel, int* kept) {
     emu::launch((unsigned)batch, 256, 257 * sizeof(double) + sizeof(int), [&] { tail_columns_kernel(A, n, rel, kept); });
@@ -100,7 +102,7 @@ def emulated(tmp_path_factory):
     lib.run_merge.restype = i32
     lib.run_live.argtypes = [pointer, i32, i32, pointer]
     lib.run_tail.argtypes = [pointer, i32, i32, ctypes.c_double, pointer]
-    lib.run_zero_tail.argtypes = [pointer, pointer, i32, i32, pointer]
+    lib.run_clear_tail.argtypes = [pointer, pointer, i32, i32, i32, pointer]
     return lib
 
 
@@ -358,13 +360,14 @@ def test_tail_columns_keeps_what_the_bound_allows(emulated, n):
     """1 + the last column whose 1-norm exceeds rel·‖a₀‖₁, per matrix, as the host's reference computes
     it: dense, clustered-scale (its last half 4·eps32), zero trailing columns, trailing columns 1e-3
     of the rest (kept), a NaN far in the tail (kept), a zero first column (only exact zeros go), an
-    infinite first column (likewise), and a zero matrix."""
+    infinite first column (likewise), a zero matrix, and the last kept column just left of the first
+    pass's 8 (the first chunk's last)."""
     from kernels.contract import EPS32
 
     from .test_cuda_families import ReferencePanel
 
     gen = torch.Generator().manual_seed(3)
-    a = torch.randn((8, n, n), generator=gen)
+    a = torch.randn((9, n, n), generator=gen)
     a[1, :, n // 2:] *= 4 * EPS32
     a[2, :, 50:] = 0.0
     a[3, :, 40:] *= 1e-3
@@ -377,25 +380,41 @@ def test_tail_columns_keeps_what_the_bound_allows(emulated, n):
     a[6, :, n - 7:] = 0.0
     a[6, :, n // 2:n - 7] *= 4 * EPS32
     a[7] = 0.0
+    a[8, :, n - 8:] = 0.0
     rel = 8 * EPS32
-    want = {0: [n, n, 50, n, n, n - 5, n - 7, 0], rel: [n, n // 2, 50, n, n - 2, n - 5, n - 7, 0]}
+    want = {0: [n, n, 50, n, n, n - 5, n - 7, 0, n - 8], rel: [n, n // 2, 50, n, n - 2, n - 5, n - 7, 0, n - 8]}
     for r, expected in want.items():
-        kept = torch.full((8,), -1, dtype=torch.int32)
-        emulated.run_tail(a.data_ptr(), 8, n, r, kept.data_ptr())
+        kept = torch.full((9,), -1, dtype=torch.int32)
+        emulated.run_tail(a.data_ptr(), 9, n, r, kept.data_ptr())
         assert kept.tolist() == expected, r
-        host = torch.full((8,), -1, dtype=torch.int32)
+        host = torch.full((9,), -1, dtype=torch.int32)
         ReferencePanel(set()).tail_columns(a, host, r)
         assert host.tolist() == expected, r
 
 
-def test_zero_tail_clears_each_matrixs_dropped_columns_and_nothing_else(emulated):
-    n = 130
+def test_tail_columns_of_matrices_narrower_than_the_first_pass(emulated):
+    """n ≤ 8: the first pass's columns are all of them (and overlap column 0)."""
+    n = 6
+    a = torch.randn((3, n, n), generator=torch.Generator().manual_seed(8))
+    a[1, :, 4:] = 0.0
+    a[2] = 0.0
+    kept = torch.full((3,), -1, dtype=torch.int32)
+    emulated.run_tail(a.data_ptr(), 3, n, 0.0, kept.data_ptr())
+    assert kept.tolist() == [6, 4, 0]
+
+
+@pytest.mark.parametrize("n, cut", [(130, 130), (130, 96), (128, 64), (128, 0)])
+def test_clear_tail_clears_the_dropped_taus_and_the_columns_past_the_cut(emulated, n, cut):
+    """tau past each matrix's kept columns (or past the cut, the smaller), H past the cut (float4 writes
+    where the cut and n allow, else one float at a time), and nothing else."""
     h = torch.randn((4, n, n), generator=torch.Generator().manual_seed(4))
     tau = torch.randn((4, n), generator=torch.Generator().manual_seed(5))
-    kept = torch.tensor([n, 65, 0, 129], dtype=torch.int32)
-    want_h, want_tau = h.clone(), tau.clone()
-    for b, c in enumerate(kept.tolist()):
-        want_h[b, :, c:] = 0.0
-        want_tau[b, c:] = 0.0
-    emulated.run_zero_tail(h.data_ptr(), tau.data_ptr(), 4, n, kept.data_ptr())
-    assert torch.equal(h, want_h) and torch.equal(tau, want_tau)
+    for kept in (torch.tensor([n, 65, 0, 129], dtype=torch.int32), None):
+        want_h, want_tau = h.clone(), tau.clone()
+        want_h[:, :, cut:] = 0.0
+        for b in range(4):
+            want_tau[b, cut if kept is None else min(cut, int(kept[b])):] = 0.0
+        got_h, got_tau = h.clone(), tau.clone()
+        emulated.run_clear_tail(got_h.data_ptr(), got_tau.data_ptr(), 4, n, cut,
+                                None if kept is None else kept.data_ptr())
+        assert torch.equal(got_h, want_h) and torch.equal(got_tau, want_tau), kept

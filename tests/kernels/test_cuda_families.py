@@ -262,13 +262,14 @@ class ReferencePanel:
         self.live_calls = 0
         self.tail_calls = 0
         self.skipped = 0
-        self.zero_tail_calls = 0
+        self.clear_tail_calls = 0
         self.cross_calls = 0
         self.apply_rows_calls = 0
 
     def panel(self, S, H, tau, vt, t, k, w, rpl, warps, cpw, minb, kept=None) -> None:
         """With kept (per matrix, the columns its factorisation keeps; empty: all), a matrix whose kept
-        columns end at or before k gets identity reflectors (V, T, tau zero) and its H is not touched."""
+        columns end at or before k gets identity reflectors (V, T, tau zero) and its H is not touched,
+        or, read from the input (S is not H), is zero in the panel's rows."""
         self.calls += 1
         n = H.shape[-1]
         assert (rpl, warps, cpw, minb) in self.table
@@ -277,17 +278,18 @@ class ReferencePanel:
         before = H[skip, k:, k:k + w].clone()
         self._factor_panel(S, H, tau, vt, t, k, w)
         self.skipped += int(skip.sum())
-        H[skip, k:, k:k + w] = before
+        H[skip, k:, k:k + w] = before if S is H else 0.0
         vt[skip, :w, :n - k] = 0.0
         t[skip, :w, :w] = 0.0
         tau[skip, k:k + w] = 0.0
 
-    def zero_tail(self, H, tau, kept) -> None:
-        """H[b, :, kept[b]:] = 0 and tau[b, kept[b]:] = 0."""
-        self.zero_tail_calls += 1
-        for b, c in enumerate(kept.tolist()):
-            H[b, :, c:] = 0.0
-            tau[b, c:] = 0.0
+    def clear_tail(self, H, tau, cut, kept) -> None:
+        """tau[b, min(kept[b], cut):] = 0 (kept empty: from cut) and H[:, :, cut:] = 0."""
+        self.clear_tail_calls += 1
+        assert 0 <= cut <= H.shape[-1]
+        H[:, :, cut:] = 0.0
+        for b in range(H.shape[0]):
+            tau[b, cut if not kept.numel() else min(cut, int(kept[b])):] = 0.0
 
     def cholqr_panel(self, S, H, tau, vt, t, acc, small, flags, k, w, sweep=False) -> None:
         """The Cholesky QR leaf promises what panel() does (its inverses by triangular solves or in
@@ -623,8 +625,9 @@ def test_blocked_update_kernel_applies_the_block_reflector(tmp_path, mode, bound
 @pytest.mark.parametrize("programs", [0, 4])
 def test_blocked_update_kernel_skips_the_tiles_past_a_matrixs_live_columns(tmp_path, programs):
     """With live (per matrix, its columns up to the last nonzero one) a tile wholly past it is neither
-    read nor written in place (its NaNs survive: the kernel did not touch it), and copied from the
-    input where the update writes a fresh H; every other tile is updated as without it."""
+    read nor written in place (its NaNs survive: the kernel did not touch it), and written as zeros,
+    read from nowhere, where the update writes a fresh H (the input's copy where those columns are
+    zero; what a left-out column's R may hold otherwise); every other tile is updated as without it."""
     module = _module("cuda_blocked", tmp_path, {"update_lt512": "bf16x3", "apply_bn": 32, "apply_bm": 32})
     gen = torch.Generator().manual_seed(8)
     batch, n, k, width = 3, 150, 20, 24
@@ -648,7 +651,7 @@ def test_blocked_update_kernel_skips_the_tiles_past_a_matrixs_live_columns(tmp_p
         assert torch.equal(in_place[b, k:, col0:][:, alive], full[b, k:, col0:][:, alive])
         assert torch.isnan(in_place[b, :, col0:][:, dead[b]]).all(), "a dead tile was written in place"
         assert torch.equal(fresh[b, k:, col0:][:, alive], full[b, k:, col0:][:, alive])
-        assert torch.equal(fresh[b, k:, col0:][:, dead[b]], h[b, k:, col0:][:, dead[b]]), "a dead tile was not copied"
+        assert not fresh[b, k:, col0:][:, dead[b]].any(), "a dead tile of a fresh H was not written as zeros"
     assert dead[1].any() and not dead[1].all() and dead[2].all() and not dead[0].any()
 
 
@@ -696,7 +699,7 @@ def test_blocked_leaves_out_only_the_columns_the_bound_allows(tmp_path, monkeypa
     panels), the rest of H and tau is zero, and the factorisation passes the contract's properties;
     trailing columns that are small but not negligible, or a batch with a dense matrix, keep them all."""
     params = {"tail_le512": mode, "nb_le384": 32, "block_le384": 64, "lookahead_le512": lookahead,
-              "tail_per_matrix": False}
+              "tail_scope": "batch"}
     module = _module("cuda_blocked", tmp_path, params)
     reference = ReferencePanel(_dispatch(module))
     monkeypatch.setattr(module, "_extension", lambda device: reference)
@@ -708,8 +711,7 @@ def test_blocked_leaves_out_only_the_columns_the_bound_allows(tmp_path, monkeypa
     if lookahead:
         streams = DeferredSide(False)
         h, tau = torch.full_like(a, float("nan")), torch.full((3, n), float("nan"))
-        module._zero_tail(h, tau, cols)
-        module._factor(h, tau, a, streams, cols)
+        module._factor_tail(h, tau, a, streams, cols)
     else:
         h, tau = module._solve(a)
     assert torch.equal(a, kept)
@@ -720,15 +722,43 @@ def test_blocked_leaves_out_only_the_columns_the_bound_allows(tmp_path, monkeypa
     assert result.ok, f"{mode} {profile}: {result.message}"
 
 
+def test_blocked_reads_the_batchs_count_once_the_first_block_is_queued(tmp_path, monkeypatch):
+    """tail_scope "batch" without a graph: the host waits for the batch's count only after the first
+    block's panels are queued (the GPU factors them meanwhile), and the factorisation stops there;
+    where the count is inside the first block, the block is whole and the columns past it cleared."""
+    module = _module("cuda_blocked", tmp_path, {"tail_le512": "negligible", "tail_scope": "batch",
+                                               "nb_le384": 32, "block_le384": 64})
+    reference = ReferencePanel(_dispatch(module))
+    monkeypatch.setattr(module, "_extension", lambda device: reference)
+    order = []
+    panel, count = reference.panel, module._BatchCount.cols
+    monkeypatch.setattr(reference, "panel", lambda *args: (order.append("panel"), panel(*args))[1])
+    monkeypatch.setattr(module._BatchCount, "cols", lambda self: (order.append("count"), count(self))[1])
+    a = generate_input(3, 200, 1.0, 2, "clustered")
+    h, tau = module._solve(a)
+    assert order == ["panel", "panel", "count", "panel", "panel"], order  # 102 columns kept: 128
+    assert not h[:, :, 128:].any() and not tau[:, 128:].any() and verify_qr(a, (h, tau), None).ok
+    order.clear()
+    a[:, :, 40:] = 0.0
+    h, tau = module._solve(a)
+    assert order == ["panel", "panel", "count"], order
+    assert not h[:, :, 64:].any() and not tau[:, 64:].any() and verify_qr(a, (h, tau), None).ok
+
+
 @pytest.mark.parametrize("profile", ["clustered", "rankdef", "mixed", "dense"])
-@pytest.mark.parametrize("lookahead, update", [(False, "bf16x3"), (True, "bf16x3"), (False, "fp32")])
-def test_blocked_leaves_out_each_matrixs_own_tail_on_the_device(tmp_path, monkeypatch, profile, lookahead, update):
-    """tail_per_matrix: no host count; each matrix keeps its own columns (a mixed batch's clustered and
-    rankdef members drop theirs beside dense ones that keep all), its panels past them are identity
-    reflectors, H and tau are zero past them, and the factorisation passes the contract's properties,
-    whether the updates skip the tiles past them (Triton) or apply the identity reflectors (cuBLAS)."""
+@pytest.mark.parametrize("scope, lookahead, update", [("matrix", False, "bf16x3"), ("matrix", True, "bf16x3"),
+                                                      ("matrix", False, "fp32"), ("both", False, "bf16x3"),
+                                                      ("both", True, "bf16x3")])
+def test_blocked_leaves_out_each_matrixs_own_tail_on_the_device(tmp_path, monkeypatch, profile, scope, lookahead,
+                                                               update):
+    """tail_scope "matrix" (no host count) and "both" (inside the batch's cut): each matrix keeps its own
+    columns (a mixed batch's clustered and rankdef members drop theirs beside dense ones that keep
+    all), its panels past them are identity reflectors, tau is zero past them and R's part of a dropped
+    column is no larger than the column, and the factorisation passes the contract's properties,
+    whether the updates skip the tiles past them (Triton: those are zero) or apply the identity
+    reflectors (cuBLAS)."""
     n = 200
-    params = {"tail_le512": "negligible", "tail_per_matrix": True, "nb_le384": 32, "block_le384": 64,
+    params = {"tail_le512": "negligible", "tail_scope": scope, "nb_le384": 32, "block_le384": 64,
               "lookahead_le512": lookahead, "update_lt512": update}
     module = _module("cuda_blocked", tmp_path, params)
     reference = ReferencePanel(_dispatch(module))
@@ -736,33 +766,46 @@ def test_blocked_leaves_out_each_matrixs_own_tail_on_the_device(tmp_path, monkey
     a = generate_input(6, n, 1.0, 5, profile)
     kept = torch.empty(6, dtype=torch.int32)
     reference.tail_columns(a, kept, module._TAIL_REL["negligible"])
-    assert module._kept_columns(a) == n, "per matrix: no host count"
+    cut = min(n, 32 * -(-int(kept.max()) // 32))
+    assert module._kept_columns(a) == (n if scope == "matrix" else cut)
     h, tau = torch.full_like(a, float("nan")), torch.full((6, n), float("nan"))
-    module._factor(h, tau, a, DeferredSide(False) if lookahead else None)
-    assert reference.zero_tail_calls == 1
-    for b, c in enumerate(kept.tolist()):
-        assert not h[b, :, c:].any() and not tau[b, c:].any(), b
+    if lookahead:
+        module._factor_tail(h, tau, a, DeferredSide(False), module._kept_columns(a))
+    else:
+        h, tau = module._solve(a)
+    assert reference.clear_tail_calls == 1
     assert torch.isfinite(h).all() and torch.isfinite(tau).all()
-    want_skipped = sum(sum(1 for k in range(0, n, 32) if k >= c) for c in kept.tolist())
+    r = torch.triu(h)
+    for b, c in enumerate(kept.tolist()):
+        assert not tau[b, c:].any(), b
+        assert (r[b, :, c:].norm(dim=0) <= 1.001 * a[b, :, c:].norm(dim=0) + 1e-30).all(), b
+        if update == "bf16x3":  # the first block's update writes the tiles past c as zeros
+            assert not h[b, :, 64 * -(-max(c, 64) // 64) + 64:].any(), b
+    assert not h[:, :, cut:].any() or scope == "matrix"
+    want_skipped = sum(sum(1 for k in range(0, n if scope == "matrix" else cut, 32) if k >= c) for c in kept.tolist())
     assert reference.skipped == want_skipped
-    if profile in ("clustered", "rankdef"):
+    if profile in ("clustered", "rankdef") and scope == "matrix":
         assert want_skipped > 0
     result = verify_qr(a, (h, tau), None)
     assert result.ok, f"{profile}: {result.message}"
     # what a matrix keeps is factored as the host-cut path factors it: the same kept columns' R
-    module.PARAMS["tail_per_matrix"] = False
+    module.PARAMS["tail_scope"] = "batch"
     for b, c in enumerate(kept.tolist()):
         h_b, tau_b = module._solve(a[b:b + 1].clone())
         torch.testing.assert_close(torch.triu(h_b[0, :, :c]), torch.triu(h[b, :, :c]), rtol=1e-4, atol=1e-4)
 
 
-def test_blocked_leaves_out_every_column_of_a_zero_batch(tmp_path, monkeypatch):
-    module = _module("cuda_blocked", tmp_path, {"tail_le512": "zero", "tail_per_matrix": False})
+@pytest.mark.parametrize("scope", ["batch", "both"])
+def test_blocked_leaves_out_every_column_of_a_zero_batch(tmp_path, monkeypatch, scope):
+    """A batch that keeps nothing: H and tau zero (the first block, queued before the count is read, is
+    factored or, per matrix, identity reflectors)."""
+    module = _module("cuda_blocked", tmp_path, {"tail_le512": "zero", "tail_scope": scope})
     reference = ReferencePanel(_dispatch(module))
     monkeypatch.setattr(module, "_extension", lambda device: reference)
-    h, tau = module._solve(torch.zeros((2, 40, 40)))
     assert module._kept_columns(torch.zeros((2, 40, 40))) == 0
-    assert not h.any() and not tau.any() and reference.calls == 0
+    h, tau = module._solve(torch.zeros((2, 40, 40)))
+    assert not h.any() and not tau.any()
+    assert reference.skipped == (2 * reference.calls if scope == "both" else 0)
 
 
 @pytest.mark.gpu
@@ -783,25 +826,30 @@ def test_tail_columns_matches_the_reference_on_gpu(tmp_path):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("per_matrix", [False, True])
+@pytest.mark.parametrize("scope", ["matrix", "batch", "both"])
 @pytest.mark.parametrize("profile", ["clustered", "rankdef", "mixed", "dense"])
-def test_blocked_tail_factors_every_profile_on_gpu(tmp_path, profile, per_matrix):
-    """custom_kernel with the tail left out (per matrix, or cut at the batch's count) at 512 and 200:
-    the contract's properties, and H and tau zero past each matrix's kept columns (per matrix)."""
+def test_blocked_tail_factors_every_profile_on_gpu(tmp_path, profile, scope):
+    """custom_kernel with the tail left out (per matrix, cut at the batch's count, or both) at 512 and
+    200 (a replayed graph, where "both" is per matrix only): the contract's properties, tau zero past
+    each matrix's kept columns and H past the cut."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
-    module = _module("cuda_blocked", tmp_path, {"tail_le512": "negligible", "tail_per_matrix": per_matrix})
+    module = _module("cuda_blocked", tmp_path, {"tail_le512": "negligible", "tail_scope": scope})
     ext = module._extension(torch.device("cuda"))
     for batch, n in ((64, 512), (16, 200)):
         a = generate_input(batch, n, 1.0, 13, profile, device="cuda")
         h, tau = module.custom_kernel(a)
         result = verify_qr(a, (h, tau), None)
         assert result.ok, f"{profile} {n}: {result.message}"
-        if per_matrix:
-            kept = torch.empty(batch, dtype=torch.int32, device="cuda")
-            ext.tail_columns(a, kept, module._TAIL_REL["negligible"])
-            for b, c in enumerate(kept.tolist()):
-                assert not h[b, :, c:].any() and not tau[b, c:].any(), (profile, n, b)
+        kept = torch.empty(batch, dtype=torch.int32, device="cuda")
+        ext.tail_columns(a, kept, module._TAIL_REL["negligible"])
+        cut = module._panels(n, int(kept.max()))
+        cuts = scope == "batch" or (scope == "both" and n > 384)
+        assert not cuts or not h[:, :, cut:].any()
+        for b, c in enumerate(kept.tolist()):
+            assert not tau[b, c if scope != "batch" else cut:].any(), (profile, n, b)
+            dropped = torch.triu(h[b])[:, c:].norm(dim=0)
+            assert (dropped <= 1.001 * a[b, :, c:].norm(dim=0) + 1e-30).all(), (profile, n, b)
 
 
 def test_blocked_falls_back_to_geqrf_without_cuda(tmp_path):

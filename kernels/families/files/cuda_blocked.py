@@ -103,13 +103,14 @@ it; without a graph a call stays on the caller's stream and the blocks do not lo
 
 A matrix whose trailing columns are zero (a rank-deficient input) or negligible (PARAMS tail_*: each
 such column's 1-norm at most 8·eps32 times the matrix's first column's, as a clustered-scale input's
-last half is) is factored over its kept columns only; R and V are zero in the rest and tau 0.  A
-dropped column changes R - QᵀA by at most √n·8·eps32·‖A‖₁ in 1-norm, 8/√n of the unit the contract's
-residual gate (20) counts in, whatever the input: a scan from each matrix's last column stops at the first kept chunk of 32 (a
-dense matrix costs two chunks).  Per matrix on the device (PARAMS tail_per_matrix), the updates skip
-the tiles past each matrix's count, the panels past it are identity reflectors and one kernel zeroes
-the rest, with no host sync; otherwise one host sync reads the batch's count and the factorisation is
-cut there (kernels/BENCHMARKS.md#negligible-trailing-columns).
+last half is) is factored over its kept columns only: tau is 0 past them, and R holds there zeros or a
+transform of the dropped column.  That changes R - QᵀA by at most 2√n·8·eps32·‖A‖₁ in 1-norm, 16/√n of
+the unit the contract's residual gate (20) counts in, whatever the input.  A scan reads each matrix's
+first and last 8 columns (all a dense matrix costs), then 32-column chunks leftwards to its first kept
+one.  Per matrix on the device (PARAMS tail_scope), the updates skip the tiles past each matrix's count
+and the panels past it are identity reflectors, with no host sync; or the factorisation is cut at the
+batch's count, read on the host while the GPU factors the first block; or both
+(kernels/BENCHMARKS.md#negligible-trailing-columns).
 
 Above PARAMS["max_n"] (or without CUDA) the file calls torch.geqrf.  The build is cached by a hash of
 the source and target in TORCH_EXTENSIONS_DIR (first call on a new source: about a minute of nvcc).
@@ -173,9 +174,9 @@ PARAMS = {
     'lookahead_le2048': False,
     'lookahead_gt2048': True,
     'lookahead_programs': 1,
-    'tail_le512': 'off',
+    'tail_le512': 'negligible',
     'tail_gt512': 'off',
-    'tail_per_matrix': True,
+    'tail_scope': 'both',
 }
 # qrsearch: end params
 
@@ -284,17 +285,18 @@ SPACE = {
     "lookahead_gt2048": [False, True],
     "lookahead_programs": [0, 1, 2, 3],
     # Per matrix, the trailing columns after the last one whose 1-norm exceeds rel·‖a₀‖₁ are left out
-    # of the factorisation (R, V zero there, tau 0): "zero" (rel = 0) drops exactly zero columns, as
-    # geqrf would factor them; "negligible" (rel = 8·eps32) also columns that change R - QᵀA by at most
-    # 8/√n of the residual unit n·eps32·‖A‖₁.  The batch keeps the most any of its matrices keeps, so
-    # a scan of each matrix's last 32 columns, then one host sync, is the cost where nothing drops.
-    # For n ≤ 512 and above.
+    # of the factorisation (tau 0 there): "zero" (rel = 0) drops exactly zero columns, as geqrf would
+    # factor them; "negligible" (rel = 8·eps32) also columns that change R - QᵀA by at most 16/√n of
+    # the residual unit n·eps32·‖A‖₁.  A scan of each matrix's first and last 8 columns is the cost
+    # where nothing drops.  For n ≤ 512 and above.
     "tail_le512": ["off", "zero", "negligible"],
     "tail_gt512": ["off", "zero", "negligible"],
-    # Where tail_* is on: per matrix on the device, no host sync (updates skip the tiles past each
-    # matrix's kept columns, the register panels past them return identity reflectors, one kernel
-    # zeroes the rest), or the batch's most read on the host and the factorisation cut there.
-    "tail_per_matrix": [False, True],
+    # Where tail_* is on: "matrix", per matrix on the device with no host sync (the updates skip the
+    # tiles past each matrix's kept columns, its register panels past them are identity reflectors);
+    # "batch", the factorisation cut at the batch's most kept columns, read on the host while the GPU
+    # factors the first block (before a graph's replay); "both", the cut and, inside it, per matrix
+    # (in a replayed graph per matrix only).
+    "tail_scope": ["matrix", "batch", "both"],
 }
 # qrsearch: end space
 
@@ -355,8 +357,8 @@ def _apply_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, j, 
     with VT = Vᵀ (width x m, rows svr apart) and T (width x width, rows str_ apart); S is C, or the
     input laid out as C where C does not hold it yet (COPY).  With SKIP, a tile whose columns (C's
     column 0 is the matrix's col0) all lie at or past LIVE[b], the matrix's columns that may be
-    nonzero, is zero and stays zero under any reflector: it is not read, and written (as zeros,
-    the input's copy) only with COPY."""
+    nonzero (or that its factorisation keeps), is not read, and written only with COPY, as zeros:
+    the input's copy where its columns are zero, what a left-out column's R may hold otherwise."""
     cols = j * BN + tl.arange(0, BN)
     ks = tl.arange(0, KP)
     c_ptr = C + b * scb
@@ -381,8 +383,10 @@ def _apply_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, j, 
     for r0 in tl.range(0, m_write, BM, num_stages=STAGES):
         rows = r0 + tl.arange(0, BM)
         cm = (rows[:, None] < m) & (cols[None, :] < ncols)
-        c = tl.load(s_ptr + rows[:, None] * scr + cols[None, :], mask=cm, other=0.0)
-        v = tl.load(v_ptr + ks[None, :] * svr + rows[:, None], mask=kmask[None, :] & (rows[:, None] < m), other=0.0)
+        # a skipped tile that is written (COPY) is written as zeros, read from nowhere
+        c = tl.load(s_ptr + rows[:, None] * scr + cols[None, :], mask=cm & (rows[:, None] < m_read), other=0.0)
+        v = tl.load(v_ptr + ks[None, :] * svr + rows[:, None], mask=kmask[None, :] & (rows[:, None] < m_read),
+                    other=0.0)
         c = _mma(v, W2, c, PREC)
         tl.store(c_ptr + rows[:, None] * scr + cols[None, :], c, mask=cm)
 
@@ -590,8 +594,13 @@ panel_kernel(const float* S, float* H, float* __restrict__ TAU, float* __restric
     if (kept != nullptr && k >= kept[blockIdx.x]) {
         // Every column of this panel is left out of this matrix's factorisation (tail_columns_kernel):
         // identity reflectors (V = 0, T = 0, tau = 0), so every update that still runs is a no-op on
-        // it; H's columns are zeroed at the end (zero_tail_kernel).
+        // it; H's columns keep what the updates left, or, read from the input (S is not H: nothing
+        // wrote these rows of H yet), zeros (clear_tail_kernel says why either is a valid R).
         const int rows = n - k;
+        if (S != H) {
+            float* h = H + (size_t)blockIdx.x * n * n + (size_t)k * n + k;
+            for (int e = threadIdx.x; e < w * rows; e += W * 32) h[(size_t)(e / w) * n + e % w] = 0.f;
+        }
         float* vt = VT + (size_t)blockIdx.x * vstride;
         for (int e = threadIdx.x; e < w * rows; e += W * 32) vt[(size_t)(e / rows) * n + e % rows] = 0.f;
         float* tout = T + (size_t)blockIdx.x * tstride;
@@ -1898,42 +1907,73 @@ __global__ void __launch_bounds__(256) live_columns_kernel(const float* A, int n
 }
 
 // kept[b] = 1 + the last column of matrix b whose 1-norm exceeds rel·‖a₀‖₁ (its first column's 1-norm,
-// a lower bound of ‖A‖₁; 0 for none): the factorisation leaves the columns after it out, R and V zero
-// there and tau 0, which changes R - QᵀA by at most √n·rel·‖A‖₁ in 1-norm (a dropped column's Qᵀa) —
-// with rel = 8·eps32, 8/√n of the n·eps32·‖A‖₁ the contract's residual is measured in.  rel = 0 keeps
-// every column with a nonzero element (exact).  A NaN norm, or a first column that is not finite,
-// keeps the column.  The block walks 32-column chunks from the right (each warp a stripe of rows,
-// lane = column: coalesced) and stops at the first chunk with a kept column: a dense matrix costs its
-// first and last 32 columns.  Shared: 256 doubles, one double and one int.
+// a lower bound of ‖A‖₁; 0 for none): the factorisation leaves the columns after it out (tau 0 there),
+// which changes R - QᵀA by at most 2√n·rel·‖A‖₁ in 1-norm (a dropped column a: R holds at most a
+// transform of it, and Qᵀa is dropped) — with rel = 8·eps32, 16/√n of the n·eps32·‖A‖₁ the contract's
+// residual is measured in.  rel = 0 keeps every column with a nonzero element (exact).  A NaN norm, or a
+// first column that is not finite, keeps the column.  First one 32-byte sector a row: column 0 and the
+// last 8 columns (a warp reads 4 rows of 8 columns an instruction), which ends the scan of a matrix
+// that keeps its last column (a dense one); then 32-column chunks from there to the left (each warp a
+// stripe of rows, lane = column: coalesced), stopping at the first chunk with a kept column.  Loads are
+// issued eight at a time (one at a time, a chunk was 64 dependent DRAM latencies).  Shared: 256
+// doubles, one double and one int.
 __global__ void __launch_bounds__(256) tail_columns_kernel(const float* A, int n, double rel, int* kept) {
     const int b = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const float* a = A + (size_t)b * n * n;
     double* part = dynamic_shared();
     double* bound = part + 256;
     int* found = reinterpret_cast<int*>(bound + 1);
-    double first = 0.0;
-    for (int i = threadIdx.x; i < n; i += 256) first += fabs((double)a[(size_t)i * n]);
-    part[threadIdx.x] = first;
+    const int last0 = n > 8 ? n - 8 : 0, c8 = lane & 7;
+    const bool mine = last0 + c8 < n;
+    double first = 0.0, tail = 0.0;
+    for (int i0 = warp * 4 + (lane >> 3); i0 < n; i0 += 8 * 32) {
+        float x[8], y[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            const int i = i0 + 32 * u;
+            x[u] = i < n && mine ? a[(size_t)i * n + last0 + c8] : 0.f;
+            y[u] = i < n && c8 == 0 ? a[(size_t)i * n] : 0.f;
+        }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            tail += fabs((double)x[u]);
+            first += fabs((double)y[u]);
+        }
+    }
+#pragma unroll
+    for (int o = 16; o >= 8; o >>= 1) tail += __shfl_xor_sync(FULL, tail, o);  // lanes of one column
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) first += __shfl_xor_sync(FULL, first, o);
+    if (lane < 8) part[warp * 8 + lane] = tail;
+    if (lane == 0) part[64 + warp] = first;
     __syncthreads();
     if (threadIdx.x == 0) {
         double norm = 0.0;
-        for (int e = 0; e < 256; ++e) norm += part[e];
-        *bound = isfinite(norm) ? rel * norm : 0.0;
-        *found = -1;
+        for (int w = 0; w < 8; ++w) norm += part[64 + w];
+        const double limit = isfinite(norm) ? rel * norm : 0.0;
+        *bound = limit;
+        int last = -1;
+        for (int c = n - last0 - 1; c >= 0 && last < 0; --c) {
+            double s = 0.0;
+            for (int w = 0; w < 8; ++w) s += part[w * 8 + c];
+            if (!(s <= limit)) last = last0 + c;
+        }
+        *found = last;
     }
     __syncthreads();
     const double limit = *bound;
-    for (int end = n; end > 0; end -= 32) {
+    for (int end = last0; end > 0 && *found < 0; end -= 32) {
         const int col = end - 32 + lane;
         double sum = 0.0;
         if (col >= 0)
             for (int i0 = warp; i0 < n; i0 += 8 * 8) {
-                float x[8];  // eight loads in flight a thread: one at a time, a chunk was 64 DRAM latencies
+                float x[8];
 #pragma unroll
                 for (int u = 0; u < 8; ++u) x[u] = i0 + 8 * u < n ? a[(size_t)(i0 + 8 * u) * n + col] : 0.f;
 #pragma unroll
                 for (int u = 0; u < 8; ++u) sum += fabs((double)x[u]);
             }
+        __syncthreads();  // every thread has read found before warp 0 may set it
         part[warp * 32 + lane] = sum;
         __syncthreads();
         if (warp == 0) {
@@ -1941,23 +1981,33 @@ __global__ void __launch_bounds__(256) tail_columns_kernel(const float* A, int n
             for (int w = 0; w < 8; ++w) norm += part[w * 32 + lane];
             if (col >= 0 && !(norm <= limit)) atomicMax(found, col);
         }
-        __syncthreads();  // found is final for this chunk; part is read before the next chunk writes it
-        if (*found >= 0) break;
+        __syncthreads();  // found is final for this chunk
     }
     if (threadIdx.x == 0) kept[b] = *found + 1;
 }
 
-// H[b, :, kept[b]:] = 0 and tau[b, kept[b]:] = 0: the columns left out of matrix b's factorisation (the
-// panel that straddles kept[b] factored them from columns no update reached).  Block (chunk, b) zeroes
-// 64 rows; the writes cover only the dropped columns.
-__global__ void __launch_bounds__(256) zero_tail_kernel(float* H, float* TAU, int n, const int* kept) {
-    const int b = blockIdx.y, c0 = kept[b], cols = n - c0;
+// The columns left out, after the factorisation: tau[b, c] = 0 from c = kept[b] (every c ≥ cut without
+// kept), and H[b, :, cut:] = 0 (the batch's cut: no launch wrote those columns).  Columns of H between
+// kept[b] and cut keep what the factorisation left there (a transform of the dropped column, or the
+// factor of one in the panel that straddles kept[b]): with tau 0 they are no reflector, and R's part of
+// them is bounded as tail_columns_kernel says.  Block (chunk, b) covers 64 rows; the writes are float4
+// where the cut and n allow.
+__global__ void __launch_bounds__(256) clear_tail_kernel(float* H, float* TAU, int n, int cut, const int* kept) {
+    const int b = blockIdx.y, from = kept != nullptr ? min(kept[b], cut) : cut;
+    if (blockIdx.x == 0)
+        for (int c = from + threadIdx.x; c < n; c += 256) TAU[(size_t)b * n + c] = 0.f;
+    const int cols = n - cut;
     if (cols <= 0) return;
     float* h = H + (size_t)b * n * n;
     const int r0 = blockIdx.x * 64, rows = min(64, n - r0);
-    for (int e = threadIdx.x; e < rows * cols; e += 256) h[(size_t)(r0 + e / cols) * n + c0 + e % cols] = 0.f;
-    if (blockIdx.x == 0)
-        for (int c = c0 + threadIdx.x; c < n; c += 256) TAU[(size_t)b * n + c] = 0.f;
+    if (cols % 4 == 0 && cut % 4 == 0 && n % 4 == 0) {
+        const int quads = cols / 4;
+        for (int e = threadIdx.x; e < rows * quads; e += 256)
+            *reinterpret_cast<float4*>(h + (size_t)(r0 + e / quads) * n + cut + 4 * (e % quads)) =
+                make_float4(0.f, 0.f, 0.f, 0.f);
+    } else {
+        for (int e = threadIdx.x; e < rows * cols; e += 256) h[(size_t)(r0 + e / cols) * n + cut + e % cols] = 0.f;
+    }
 }
 
 """
@@ -2272,20 +2322,22 @@ void tail_columns(at::Tensor A, at::Tensor kept, double rel) {
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// H[b, :, kept[b]:] = 0, tau[b, kept[b]:] = 0 (zero_tail_kernel); H contiguous batch x n x n float32,
-// tau batch x n, kept int32 batch.
-void zero_tail(at::Tensor H, at::Tensor tau, at::Tensor kept) {
+// tau[b, min(kept[b], cut):] = 0 and H[:, :, cut:] = 0 (clear_tail_kernel; kept empty: tau from cut);
+// H contiguous batch x n x n float32, tau batch x n, kept empty or int32 batch.
+void clear_tail(at::Tensor H, at::Tensor tau, int64_t cut, at::Tensor kept) {
     TORCH_CHECK(H.is_cuda() && H.is_contiguous() && H.scalar_type() == at::kFloat && H.dim() == 3 &&
-                H.size(1) == H.size(2), "zero_tail: H must be a contiguous batch x n x n float32 CUDA tensor");
+                H.size(1) == H.size(2), "clear_tail: H must be a contiguous batch x n x n float32 CUDA tensor");
     TORCH_CHECK(tau.is_cuda() && tau.is_contiguous() && tau.scalar_type() == at::kFloat && tau.size(0) == H.size(0) &&
-                tau.size(1) == H.size(2), "zero_tail: tau must be a contiguous batch x n float32 CUDA tensor");
-    TORCH_CHECK(kept.is_cuda() && kept.is_contiguous() && kept.scalar_type() == at::kInt && kept.numel() >= H.size(0),
-                "zero_tail: kept must hold batch int32");
+                tau.size(1) == H.size(2), "clear_tail: tau must be a contiguous batch x n float32 CUDA tensor");
+    TORCH_CHECK(kept.numel() == 0 || (kept.is_cuda() && kept.is_contiguous() && kept.scalar_type() == at::kInt &&
+                                      kept.numel() >= H.size(0)),
+                "clear_tail: kept must be empty or hold batch int32 on the device");
+    TORCH_CHECK(cut >= 0 && cut <= H.size(2), "clear_tail: cut must be in [0, n]");
     if (H.size(0) == 0) return;
     const c10::cuda::CUDAGuard guard(H.device());
     const int n = (int)H.size(2);
-    zero_tail_kernel<<<dim3((unsigned)((n + 63) / 64), (unsigned)H.size(0)), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
-        H.data_ptr<float>(), tau.data_ptr<float>(), n, kept.data_ptr<int>());
+    clear_tail_kernel<<<dim3((unsigned)((n + 63) / 64), (unsigned)H.size(0)), 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+        H.data_ptr<float>(), tau.data_ptr<float>(), n, (int)cut, kept.numel() ? kept.data_ptr<int>() : nullptr);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -2326,7 +2378,7 @@ _CPP_SOURCE = ("void panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tenso
                "at::Tensor count);\n"
                "void live_columns(at::Tensor A, at::Tensor live);\n"
                "void tail_columns(at::Tensor A, at::Tensor kept, double rel);\n"
-               "void zero_tail(at::Tensor H, at::Tensor tau, at::Tensor kept);\n"
+               "void clear_tail(at::Tensor H, at::Tensor tau, int64_t cut, at::Tensor kept);\n"
                "void apply_rows(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor W);")
 
 _EXTENSIONS = {}
@@ -2347,7 +2399,7 @@ def _extension(device: torch.device):
         _EXTENSIONS[arch] = load_inline(
             name="qr_blocked_" + digest, cpp_sources=_CPP_SOURCE, cuda_sources=_CUDA_SOURCE,
             functions=["panel", "cholqr_panel", "cholqr_leaf", "cross", "apply_rows", "narrow_update", "merge",
-                       "live_columns", "tail_columns", "zero_tail"],
+                       "live_columns", "tail_columns", "clear_tail"],
             extra_cflags=["-O3"], extra_cuda_cflags=["-O3", "-gencode=arch=compute_%s,code=sm_%s" % (arch, arch)],
         )
     return _EXTENSIONS[arch]
@@ -2565,14 +2617,19 @@ def _lookahead(n: int) -> bool:
 
 
 def _factor(H: torch.Tensor, tau: torch.Tensor, A: torch.Tensor | None = None, streams=None,
-            cols: int | None = None) -> None:
+            cols: int | None = None, kept: torch.Tensor | None = None, cut=None) -> int:
     """Factor A's first cols columns (default all) into H (batch x n x n, both contiguous; A defaults to
-    H, in place), tau written there; H's and tau's other columns are not touched.
+    H, in place), tau written there; H's and tau's other columns are not touched.  Returns the columns
+    factored.
     The first block reads A and every element of H is written by it (its panels and the update
     of the rest), so H needs no copy of A first: at 640x512 that copy was 0.32 of 6 ms.
     With streams (beside(work), join()) and PARAMS lookahead_*, block j's update of the columns
     right of block j+1 runs beside block j+1's factorisation: they touch different columns of H,
-    and the two blocks' Vᵀ and T live in different buffers."""
+    and the two blocks' Vᵀ and T live in different buffers.
+    kept (per matrix on the device, tail_columns): the updates skip the tiles past each matrix's kept
+    columns (the first block's writes them as zeros) and the register panels past them are identity
+    reflectors.  cut: called once the first block is queued, the columns the batch needs (at most
+    cols): a host read of the device's count then waits while the GPU factors the first block."""
     batch, n = H.shape[0], H.shape[-1]
     cols = n if cols is None else cols
     nb, block = _widths(n)
@@ -2585,15 +2642,8 @@ def _factor(H: torch.Tensor, tau: torch.Tensor, A: torch.Tensor | None = None, s
     work = _workspace(batch, n, H.device)
     scratch = _MainScratch(batch, n, H.device)  # a side update never takes a fused kernel
     narrow = scratch.narrow
-    live = kept = None
-    rel = _tail_rel(n)
-    if rel is not None and PARAMS["tail_per_matrix"]:
-        # per matrix on the device (no host sync): updates skip the tiles past each matrix's kept
-        # columns, panels past them are identity reflectors, and zero_tail clears them at the end
-        kept = torch.empty((batch,), dtype=torch.int32, device=H.device)
-        ext.tail_columns(source, kept, rel)
-        live = kept
-    elif PARAMS["skip_zero_columns"]:
+    live = kept
+    if live is None and PARAMS["skip_zero_columns"]:
         live = torch.empty((batch,), dtype=torch.int32, device=H.device)
         ext.live_columns(source, live)
     for i, k in enumerate(range(0, cols, block)):
@@ -2601,8 +2651,11 @@ def _factor(H: torch.Tensor, tau: torch.Tensor, A: torch.Tensor | None = None, s
         vt, t = buffers[i % len(buffers)]
         if not ahead or i == 0:
             _block(ext, source, H, tau, vt, t, k, width, nb, sms, work, scratch, live, kept)
+        if cut is not None:
+            cols = min(cols, cut())
+            cut = None
         if k + width >= cols:
-            break
+            return max(cols, k + width)
         v_k, t_k = vt[:, :width, :n - k], t[:, :width, :width]
         after = k + width
         if not ahead:
@@ -2622,8 +2675,7 @@ def _factor(H: torch.Tensor, tau: torch.Tensor, A: torch.Tensor | None = None, s
             _block(ext, H, H, tau, vt2, t2, after, nxt, nb, sms, work, scratch, live, kept)
             streams.join()
         source = H
-    if kept is not None:
-        ext.zero_tail(H, tau, kept)
+    return cols
 
 
 def _tail_rel(n: int) -> float | None:
@@ -2632,42 +2684,85 @@ def _tail_rel(n: int) -> float | None:
     return None if mode == "off" else _TAIL_REL[mode]
 
 
-def _kept_columns(A: torch.Tensor) -> int:
-    """The columns of A's batch the factorisation needs (PARAMS tail_*, tail_per_matrix off): the most any
-    matrix keeps (tail_columns_kernel), rounded up to whole panels, the call's one host sync; n where
-    the size class's knob is off or the tail is left out per matrix on the device (_factor)."""
-    n = A.shape[-1]
-    rel = _tail_rel(n)
-    if rel is None or PARAMS["tail_per_matrix"] or A.shape[0] == 0:
-        return n
+def _scan_tail(A: torch.Tensor, rel: float) -> torch.Tensor:
+    """Per matrix, the columns its factorisation keeps (tail_columns_kernel), on the device."""
     kept = torch.empty((A.shape[0],), dtype=torch.int32, device=A.device)
     _extension(A.device).tail_columns(A, kept, rel)
+    return kept
+
+
+def _panels(n: int, cols: int) -> int:
+    """cols rounded up to whole panels (at most n)."""
     nb = _widths(n)[0]
-    return min(n, nb * -(-int(kept.max()) // nb))
+    return min(n, nb * -(-cols // nb))
 
 
-def _zero_tail(H: torch.Tensor, tau: torch.Tensor, cols: int) -> None:
-    """The columns left out of the factorisation: R and V zero, tau 0 (the reflector of a zero column)."""
-    if cols < H.shape[-1]:
-        H[:, :, cols:].zero_()
-        tau[:, cols:].zero_()
+class _BatchCount:
+    """The most columns any matrix of the batch keeps, copied to pinned host memory behind the scan;
+    cols() waits for it (a host sync) and rounds it up to whole panels."""
+
+    def __init__(self, kept: torch.Tensor, n: int) -> None:
+        self.n = n
+        self.host = torch.empty((1,), dtype=torch.int32, pin_memory=kept.is_cuda)
+        self.host.copy_(torch.amax(kept, dim=0, keepdim=True), non_blocking=True)
+        self.done = torch.cuda.Event() if kept.is_cuda else None
+        if self.done is not None:
+            self.done.record()
+
+    def cols(self) -> int:
+        if self.done is not None:
+            self.done.synchronize()
+        return _panels(self.n, int(self.host[0]))
+
+
+def _kept_columns(A: torch.Tensor) -> int:
+    """The columns of A's batch the factorisation needs where it is cut at the batch's count (PARAMS
+    tail_*, tail_scope "batch" or "both"): the most any matrix keeps, rounded up to whole panels, read
+    on the host; n where the size class's knob is off or the tail is left out per matrix only."""
+    n = A.shape[-1]
+    rel = _tail_rel(n)
+    if rel is None or PARAMS["tail_scope"] == "matrix" or A.shape[0] == 0:
+        return n
+    return _panels(n, int(_scan_tail(A, rel).max()))
+
+
+def _factor_tail(H: torch.Tensor, tau: torch.Tensor, A: torch.Tensor, streams=None, cols: int | None = None,
+                 cut: "_BatchCount | None" = None, kept: torch.Tensor | None = None) -> None:
+    """_factor with the tail left out as PARAMS tail_* say: per matrix (tail_scope "matrix" or "both"),
+    at the batch's count (cols given, or read through cut once the first block is queued), or not at
+    all; then tau of the columns left out, and H past the batch's count, cleared."""
+    n = H.shape[-1]
+    rel = _tail_rel(n)
+    if rel is None:
+        _factor(H, tau, A, streams)
+        return
+    if kept is None and PARAMS["tail_scope"] != "batch":
+        kept = _scan_tail(A, rel)
+    cols = _factor(H, tau, A, streams, cols, kept if PARAMS["tail_scope"] != "batch" else None,
+                   None if cut is None else cut.cols)
+    if cols < n or PARAMS["tail_scope"] != "batch":
+        _extension(H.device).clear_tail(H, tau, cols, _NO_KEPT if PARAMS["tail_scope"] == "batch" else kept)
 
 
 def _solve(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """A (contiguous) factored into a fresh H and tau on the caller's stream, without a graph."""
-    cols = _kept_columns(A)
+    """A (contiguous) factored into a fresh H and tau on the caller's stream, without a graph.  Where
+    the factorisation is cut at the batch's count, the count is read while the first block runs."""
     H = torch.empty_like(A)
     tau = torch.empty((A.shape[0], A.shape[-1]), dtype=A.dtype, device=A.device)
-    _zero_tail(H, tau, cols)
-    if cols:
-        _factor(H, tau, A, cols=cols)
+    rel = _tail_rel(A.shape[-1])
+    if rel is None or PARAMS["tail_scope"] == "matrix":
+        _factor_tail(H, tau, A)
+        return H, tau
+    kept = _scan_tail(A, rel)
+    _factor_tail(H, tau, A, cut=_BatchCount(kept, A.shape[-1]), kept=kept)
     return H, tau
 
 
 def _replay(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The factorisation of A's shape as a captured CUDA graph (captured on the first call of each shape
-    and count of kept columns)."""
-    cols = _kept_columns(A)
+    """The factorisation of A's shape as a captured CUDA graph, captured on the first call of each shape
+    and, with tail_scope "batch", count of kept columns, read on the host before the replay ("both"
+    leaves the tail out per matrix only here: a read would hold every replay behind a sync)."""
+    cols = _kept_columns(A) if PARAMS["tail_scope"] == "batch" else A.shape[-1]
     if cols == 0:
         return torch.zeros_like(A), torch.zeros((A.shape[0], A.shape[-1]), dtype=A.dtype, device=A.device)
     key = (A.shape[0], A.shape[-1], cols, A.device)
@@ -2676,17 +2771,16 @@ def _replay(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         a_in = torch.empty_like(A)
         h_out = torch.empty_like(A)
         tau_out = torch.empty((A.shape[0], A.shape[-1]), dtype=A.dtype, device=A.device)
-        _zero_tail(h_out, tau_out, cols)  # no replay writes these columns
         a_in.copy_(A)
         side = torch.cuda.Stream(A.device)
         streams = _Streams(A.device)
         side.wait_stream(torch.cuda.current_stream(A.device))
         with torch.cuda.stream(side):  # one eager run first: workspaces, kernel attributes
-            _factor(h_out, tau_out, a_in, streams, cols)
+            _factor_tail(h_out, tau_out, a_in, streams, cols)
         torch.cuda.current_stream(A.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            _factor(h_out, tau_out, a_in, streams, cols)
+            _factor_tail(h_out, tau_out, a_in, streams, cols)
         entry = _GRAPHS[key] = (graph, a_in, h_out, tau_out)
     graph, a_in, h_out, tau_out = entry
     a_in.copy_(A)
