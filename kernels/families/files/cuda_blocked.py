@@ -2736,12 +2736,12 @@ def _factor_tail(H: torch.Tensor, tau: torch.Tensor, A: torch.Tensor, streams=No
     if rel is None:
         _factor(H, tau, A, streams)
         return
-    if kept is None and PARAMS["tail_scope"] != "batch":
+    per_matrix = PARAMS["tail_scope"] != "batch"
+    if kept is None and per_matrix:
         kept = _scan_tail(A, rel)
-    cols = _factor(H, tau, A, streams, cols, kept if PARAMS["tail_scope"] != "batch" else None,
-                   None if cut is None else cut.cols)
-    if cols < n or PARAMS["tail_scope"] != "batch":
-        _extension(H.device).clear_tail(H, tau, cols, _NO_KEPT if PARAMS["tail_scope"] == "batch" else kept)
+    cols = _factor(H, tau, A, streams, cols, kept if per_matrix else None, None if cut is None else cut.cols)
+    if cols < n or per_matrix:
+        _extension(H.device).clear_tail(H, tau, cols, kept if per_matrix else _NO_KEPT)
 
 
 def _solve(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
