@@ -55,11 +55,12 @@ def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
 
 
 def use(module: ModuleType, base: dict[str, Any], overrides: dict[str, Any]) -> None:
-    """The file's PARAMS as base with overrides, and no CUDA graph captured under other PARAMS
-    (a graph replays what it captured, whatever PARAMS say now)."""
+    """The file's PARAMS as base with overrides, and no CUDA graph captured or kernel chosen under
+    other PARAMS (a graph replays what it captured, a cached choice stays, whatever PARAMS say now)."""
     module.PARAMS.clear()
     module.PARAMS.update(base, **overrides)
     getattr(module, "_GRAPHS", {}).clear()
+    getattr(module, "_KEYS", {}).clear()
 
 
 def load(path: Path) -> ModuleType:

@@ -164,6 +164,11 @@ inline void __nanosleep(unsigned) { std::this_thread::yield(); }
 [[noreturn]] inline void __trap() { std::abort(); }
 
 template <class T>
+T __ldg(const T* p) {
+    return *p;
+}
+
+template <class T>
 T __ldcg(const T* p) {
     T v;
     __atomic_load(p, &v, __ATOMIC_SEQ_CST);

@@ -184,16 +184,56 @@ def test_blocked_cholqr_kernels_compile_for_sm90_without_spills(tmp_path):
             assert spill_loads <= 16, f"{name} spills {spill_loads} bytes ({registers} registers)"
 
 
+def _group_dispatch(module, launcher: str = "launch_groups") -> set[tuple[int, ...]]:
+    """The group (or panel) kernels cuda_onchip's host code instantiates (its switch over launcher<...>)."""
+    return {tuple(int(x) for x in args.split(","))
+            for args in re.findall(launcher + r"<([\d, ]+)>\(", module._HOST_SOURCE)}
+
+
+def _switch_keys(module) -> dict[int, tuple[int, ...]]:
+    """cuda_onchip's switch: the key of each case and the template arguments it launches."""
+    return {int(key): tuple(int(x) for x in args.split(","))
+            for key, args in re.findall(r"case (\d+): launch(?:_groups|_panels)?<([\d, ]+)>\(", module._HOST_SOURCE)}
+
+
 def test_onchip_every_assignment_has_a_kernel(tmp_path):
+    """Every assignment of the space, at every n the file takes, keys a case of the switch, and that
+    case's kernel holds n (its rows: 32 per register slot, or the group or panel kernel's class)."""
     fam = get_family("cuda_onchip")
     rng = random.Random(3)
     for trial in range(12):
         params = fam.space.sample(rng).as_params()
         module = _module("cuda_onchip", tmp_path / str(trial), params)
-        table = _dispatch(module)
+        switch = _switch_keys(module)
         for n in range(1, params["max_n"] + 1):
-            rpl = (n + 31) // 32
-            assert (rpl, module._WARPS[rpl]) in table, (params, n)
+            key = module._key(n)
+            assert key in switch, (params, n, key)
+            args = switch[key]
+            holds = 32 * args[0] if len(args) == 2 else args[0]
+            assert n <= holds, (params, n, args)
+            group_class = next(c for c in module._GROUP_CLASSES if n <= c)
+            layout = params["groups_%d" % group_class]
+            assert len(args) == (2 if layout == "off" else 4 if "k" in layout else 3), (params, n, args)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc on this machine: the device code is compiled "
+                    "on the GPU machine only")
+def test_onchip_group_kernels_compile_for_sm90_and_the_defaults_do_not_spill(tmp_path):
+    """Every group and panel kernel the switch launches compiles for sm_90; the ones the defaults
+    launch keep their columns in registers (a spill puts every step's dot products through local
+    memory)."""
+    module = _module("cuda_onchip", tmp_path)
+    groups, panels = sorted(_group_dispatch(module)), sorted(_group_dispatch(module, "launch_panels"))
+    assert set(groups) == set(module._GROUP_KERNELS) and set(panels) == set(module._PANEL_KERNELS)
+    report = _ptxas_report(module, [f"qr_groups_kernel<{', '.join(map(str, k))}>" for k in groups]
+                           + [f"qr_panels_kernel<{', '.join(map(str, k))}>" for k in panels], tmp_path / "groups.cu")
+    assert set(report) == set(groups) | set(panels)
+    switch = _switch_keys(module)
+    for n in range(1, module.PARAMS["max_n"] + 1):
+        args = switch[module._key(n)]
+        if len(args) >= 3:
+            registers, spill_loads = report[args]
+            assert spill_loads == 0, f"kernel <{args}> spills {spill_loads} bytes ({registers} registers)"
 
 
 @pytest.mark.parametrize("name, listed, key", [("cuda_blocked", "_PANEL_KERNELS", r"case (\d+)LL"),
@@ -203,9 +243,13 @@ def test_the_host_dispatch_is_generated_from_the_files_kernel_list(tmp_path, nam
     for each entry, once, and no other."""
     module = _module(name, tmp_path)
     kernels = getattr(module, listed)
-    assert len(set(kernels)) == len(kernels)
+    # cuda_onchip's switch also launches its group and panel kernels, from two more lists
+    groups, panels = (module._GROUP_KERNELS, module._PANEL_KERNELS) if name == "cuda_onchip" else ((), ())
+    assert len(set(kernels)) == len(kernels) and len(set(groups)) == len(groups) and len(set(panels)) == len(panels)
     assert _dispatch(module) == set(kernels)
-    assert len(set(re.findall(key, module._HOST_SOURCE))) == len(re.findall(key, module._HOST_SOURCE)) == len(kernels)
+    assert _group_dispatch(module) == set(groups) and _group_dispatch(module, "launch_panels") == set(panels)
+    cases = re.findall(key, module._HOST_SOURCE)
+    assert len(set(cases)) == len(cases) == len(kernels) + len(groups) + len(panels)
 
 
 def test_blocked_every_panel_shape_has_a_kernel(tmp_path, monkeypatch):

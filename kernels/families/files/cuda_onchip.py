@@ -18,12 +18,22 @@ The host side is one pybind call that allocates H and tau and launches one kerne
 host work per call is a few microseconds, which is what matters below n ≈ 64, where
 a Triton launch's Python path costs more than the factorisation itself.
 
+A second layout, the group kernel, puts a column on G lanes of one warp (thread g holds rows
+g + G·s) and CPT columns on a thread, cyclic, so a dot product is the thread's own FMAs and
+log2(G) shuffles, and v reaches every thread as float4 loads from shared memory; its panel form
+factors K consecutive columns inside one group and publishes them with their T, one barrier per
+K columns.  At 20x32 (panels of 4 on groups of 8) it is 10% faster than the lane-per-row kernel;
+at 40x176 both forms are slower (kernels/BENCHMARKS.md#onchip-groups).
+
 Meant for small n (20x32, 40x176), where launch overhead and the serial chain
-of n reflectors dominate.  Registers bound the size: n ≤ 32·RPL with RPL ≤ 6
-(192).  The knobs are the warps a block has for each size class of n
-(PARAMS["warps_<32·RPL>"]).  Above PARAMS["max_n"], or without CUDA, the file
-calls torch.geqrf.  Measured times: kernels/BENCHMARKS.md.  The build is cached by a hash of the source
-and target in TORCH_EXTENSIONS_DIR (first call on a new source: about a minute of nvcc).
+of n reflectors dominate.  Registers bound the size: n ≤ 192.  The knobs are the warps a
+block has for each size class of the lane-per-row kernel (PARAMS["warps_<32·RPL>"]) and the
+group kernel's layout for each of its classes (PARAMS["groups_<NP>"]: "GxCPT", "GkKxCPB" with
+K-column panels, or "off" for the lane-per-row kernel); a call reads PARAMS through _KEYS, a cache
+of the kernel per n that whoever changes PARAMS in place clears.  Above PARAMS["max_n"], or without
+CUDA, the file calls torch.geqrf.  Measured times: kernels/BENCHMARKS.md.  The build is cached
+by a hash of the source and target in TORCH_EXTENSIONS_DIR (first call on a new source: about a
+minute of nvcc).
 """
 
 import hashlib
@@ -39,12 +49,21 @@ PARAMS = {
     'warps_128': 8,
     'warps_160': 32,
     'warps_192': 16,
+    'groups_32': '8k4x1',
+    'groups_64': 'off',
+    'groups_96': 'off',
+    'groups_128': 'off',
+    'groups_160': 'off',
+    'groups_176': 'off',
+    'groups_192': 'off',
 }
 # qrsearch: end params
 
 # What a tuner may give each PARAMS key (the values above are the defaults): warps per block for
 # each size class of n (n ≤ 32, 64, ..., 192: 32·RPL rows, RPL register slots per lane), the warp
-# counts whose register tile fits (warps × 32 threads × the tile's registers within one SM's 64K).
+# counts whose register tile fits (warps × 32 threads × the tile's registers within one SM's 64K);
+# for the group kernel's classes (n ≤ NP) "off" or a layout "GxCPT" whose threads' registers hold the
+# tile within one SM (ptxas on sm_90: none spills but 176's 8x4, 20 bytes).
 # qrsearch: space
 SPACE = {
     "max_n": [32, 64, 128, 192],
@@ -54,6 +73,13 @@ SPACE = {
     "warps_128": [8, 16, 32],
     "warps_160": [16, 32],
     "warps_192": [16, 32],
+    "groups_32": ["off", "1x1", "2x1", "4x1", "4k2x1", "4k4x1", "8k4x1"],
+    "groups_64": ["off", "2x1", "4x1", "4x2", "4k4x1"],
+    "groups_96": ["off", "4x2", "8x2", "4x3", "8k4x1"],
+    "groups_128": ["off", "4x2", "8x2", "8x4", "8k4x1"],
+    "groups_160": ["off", "8x4", "16x4", "16x8", "8k4x1"],
+    "groups_176": ["off", "8x4", "16x8", "16x11", "8k2x2", "8k4x1", "16k4x2"],
+    "groups_192": ["off", "8x6", "16x8", "16x12", "8k4x1"],
 }
 # qrsearch: end space
 
@@ -243,19 +269,520 @@ qr_onchip_kernel(const float* __restrict__ A, float* __restrict__ H, float* __re
     }
     for (int i = threadIdx.x; i < n; i += W * 32) TAU[(size_t)blockIdx.x * n + i] = tau_all[i];
 }
+
+// ---- The group layout: G threads a column, a thread CPT columns ----
+//
+// Above n ≈ 64 the lane-per-row layout spends a step on shuffles: every open column's dot product is a
+// five-level butterfly, and a warp's shuffles share one pipe.  Here a column lives on a group of G
+// lanes of one warp, thread g holding its rows g + G·s (RPT = NP / G of them), so a dot product is RPT
+// FMAs in one thread and log2(G) shuffles; v reaches every thread as float4 loads from shared memory.
+// A thread holds CPT columns q + NQ·t, cyclic, so the columns still open spread over every warp to
+// the end.  Look-ahead by one column as above: the group owning column c+1 applies reflector c to it
+// first and publishes reflector c+1 before its other columns.
+
+template <int G>
+__device__ __forceinline__ float group_sum(float x) {
+#pragma unroll
+    for (int o = 32 / G; o < 32; o <<= 1) x += __shfl_xor_sync(FULL, x, o);
+    return x;
+}
+
+template <int G>
+__device__ __forceinline__ float group_max(float x) {
+#pragma unroll
+    for (int o = 32 / G; o < 32; o <<= 1) x = fmaxf(x, __shfl_xor_sync(FULL, x, o));
+    return x;
+}
+
+// A thread's slice of v in shared memory: whole float4s, an odd number of them, so the G slices a
+// warp loads at once start in different banks.
+__host__ __device__ constexpr int slice_stride(int rpt) { return ((rpt + 3) / 4) % 2 == 1 ? (rpt + 3) / 4 * 4 : (rpt + 3) / 4 * 4 + 4; }
+
+// The reflector of column r, held by a group (thread g: rows g + G·s).  Every lane of the warp runs it
+// (the shuffles need the whole warp); only the owner group (own) keeps what it computes: H's column
+// (beta at row r, v below it) in col, v (1 at row r, zeros above) in its slice of vnext, and tau (in
+// tnext where given, in tau_all, and returned: the same in every lane of the group).
+template <int RPT, int G, int VS>
+__device__ __forceinline__ float reflect_group(float (&col)[RPT], int r, int n, int g, bool own, float* vnext,
+                                               float* tnext, float* tau_all) {
+    float tail2 = 0.f, mine = 0.f;
+#pragma unroll
+    for (int s = 0; s < RPT; ++s) {
+        const int i = g + G * s;
+        if (i > r && i < n) tail2 = fmaf(col[s], col[s], tail2);
+        mine = fmaf(col[s], i == r ? 1.f : 0.f, mine);  // arithmetic: a select became an indexed load
+    }
+    tail2 = group_sum<G>(tail2);
+    const float alpha = group_sum<G>(mine);
+    float nrm = sqrtf(alpha * alpha + tail2);
+    bool has = tail2 > 0.f;
+    const bool rare = tail2 < 1e-30f || tail2 > 1e30f || fabsf(alpha) > 1e15f;
+    if (__any_sync(FULL, own && rare)) {  // the whole warp takes the rescaled norm's shuffles
+        float amax = 0.f;
+#pragma unroll
+        for (int s = 0; s < RPT; ++s) {
+            const int i = g + G * s;
+            if (i > r && i < n) amax = fmaxf(amax, fabsf(col[s]));
+        }
+        amax = group_max<G>(amax);
+        const float scale = amax > 0.f ? 1.f / amax : 0.f;
+        float t2 = 0.f;
+#pragma unroll
+        for (int s = 0; s < RPT; ++s) {
+            const int i = g + G * s;
+            if (i > r && i < n) {
+                const float y = col[s] * scale;
+                t2 = fmaf(y, y, t2);
+            }
+        }
+        t2 = group_sum<G>(t2);
+        if (rare) {
+            has = amax > 0.f;
+            const float as = alpha * scale;
+            nrm = has ? amax * sqrtf(as * as + t2) : fabsf(alpha);
+        }
+    }
+    const float beta = alpha >= 0.f ? -nrm : nrm;
+    const float tau = has ? (beta - alpha) / beta : 0.f;
+    const float inv = has ? 1.f / (alpha - beta) : 0.f;
+    float v[VS];
+#pragma unroll
+    for (int s = 0; s < VS; ++s) {
+        v[s] = 0.f;
+        if (s < RPT) {
+            const int i = g + G * s;
+            const bool below = i > r && i < n;
+            v[s] = i == r ? 1.f : (below ? col[s] * inv : 0.f);
+            if (own) col[s] = i == r ? (has ? beta : alpha) : (below && has ? v[s] : col[s]);
+        }
+    }
+    if (own) {
+        float4* slice = reinterpret_cast<float4*>(vnext + g * VS);
+#pragma unroll
+        for (int k = 0; k < VS / 4; ++k) slice[k] = make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
+        if (g == 0) {
+            if (tnext) *tnext = tau;
+            tau_all[r] = tau;
+        }
+    }
+    return tau;
+}
+
+// One block per matrix of n ≤ NP: NQ = NP / CPT groups of G threads.
+template <int NP, int G, int CPT>
+__global__ void __launch_bounds__(G * ((NP + CPT - 1) / CPT), 1)
+qr_groups_kernel(const float* __restrict__ A, float* __restrict__ H, float* __restrict__ TAU, int n) {
+    constexpr int RPT = NP / G;
+    constexpr int P = 32 / G;  // groups a warp
+    constexpr int NQ = (NP + CPT - 1) / CPT;
+    constexpr int VS = slice_stride(RPT);
+    static_assert(NP % G == 0 && 32 % G == 0 && NQ % P == 0, "a group's rows and a warp's groups must be whole");
+    alignas(16) __shared__ float vbuf[2][G * VS];
+    __shared__ float tbuf[2];
+    __shared__ float tau_all[NP];
+    const int lane = threadIdx.x & 31;
+    const int w = threadIdx.x >> 5;
+    const int g = lane / P;  // the group's lanes differ in their high bits: the reductions' xors
+    const int p = lane % P;
+    const int q = w * P + p;
+    const size_t base = (size_t)blockIdx.x * n * n;
+    const float* a = A + base;
+    float reg[CPT][RPT];
+#pragma unroll
+    for (int t = 0; t < CPT; ++t) {
+        const int j = q + NQ * t;
+#pragma unroll
+        for (int s = 0; s < RPT; ++s) {
+            const int i = g + G * s;
+            reg[t][s] = (i < n && j < n) ? a[(size_t)i * n + j] : 0.f;
+        }
+    }
+    if (w == 0) reflect_group<RPT, G, VS>(reg[0], 0, n, g, p == 0, vbuf[0], &tbuf[0], tau_all);
+    __syncthreads();
+    for (int c = 0; c + 1 < n; ++c) {
+        const int cur = c & 1;
+        const int next = c + 1;
+        bool open[CPT];  // warp-uniform: the warp's last column in slot t is past c
+        bool any = false;
+#pragma unroll
+        for (int t = 0; t < CPT; ++t) {
+            open[t] = w * P + P - 1 + NQ * t > c;
+            any = any || open[t];
+        }
+        if (any) {
+            float v[RPT];
+            const float4* slice = reinterpret_cast<const float4*>(vbuf[cur] + g * VS);
+#pragma unroll
+            for (int k = 0; k < VS / 4; ++k) {
+                if (4 * k < RPT) {
+                    const float4 x = slice[k];
+                    v[4 * k] = x.x;
+                    if (4 * k + 1 < RPT) v[4 * k + 1] = x.y;
+                    if (4 * k + 2 < RPT) v[4 * k + 2] = x.z;
+                    if (4 * k + 3 < RPT) v[4 * k + 3] = x.w;
+                }
+            }
+            const float tau = tbuf[cur];
+            float d[CPT];
+#pragma unroll
+            for (int t = 0; t < CPT; ++t) {
+                float even = 0.f, odd = 0.f;
+                if (open[t]) {
+#pragma unroll
+                    for (int s = 0; s < RPT; s += 2) {
+                        even = fmaf(v[s], reg[t][s], even);
+                        if (s + 1 < RPT) odd = fmaf(v[s + 1], reg[t][s + 1], odd);
+                    }
+                }
+                d[t] = even + odd;
+            }
+#pragma unroll
+            for (int o = P; o < 32; o <<= 1)
+#pragma unroll
+                for (int t = 0; t < CPT; ++t)
+                    if (open[t]) d[t] += __shfl_xor_sync(FULL, d[t], o);
+            const int q_next = next % NQ;
+            const int t_next = next / NQ;
+            const bool owner_warp = q_next / P == w;
+            if (owner_warp) {  // the critical path first: column c+1 gets reflector c, then becomes reflector c+1
+#pragma unroll
+                for (int t = 0; t < CPT; ++t) {
+                    if (t == t_next) {
+                        const float f = q + NQ * t > c ? tau * d[t] : 0.f;
+#pragma unroll
+                        for (int s = 0; s < RPT; ++s) reg[t][s] = fmaf(-f, v[s], reg[t][s]);
+                        reflect_group<RPT, G, VS>(reg[t], next, n, g, p == q_next % P, vbuf[cur ^ 1], &tbuf[cur ^ 1],
+                                                  tau_all);
+                    }
+                }
+            }
+#pragma unroll
+            for (int t = 0; t < CPT; ++t) {
+                if (open[t] && !(owner_warp && t == t_next)) {
+                    const float f = q + NQ * t > c ? tau * d[t] : 0.f;  // finished columns: f = 0
+#pragma unroll
+                    for (int s = 0; s < RPT; ++s) reg[t][s] = fmaf(-f, v[s], reg[t][s]);
+                }
+            }
+        }
+        __syncthreads();
+    }
+    float* h = H + base;
+#pragma unroll
+    for (int t = 0; t < CPT; ++t) {
+        const int j = q + NQ * t;
+#pragma unroll
+        for (int s = 0; s < RPT; ++s) {
+            const int i = g + G * s;
+            if (i < n && j < n) h[(size_t)i * n + j] = reg[t][s];
+        }
+    }
+    for (int i = threadIdx.x; i < n; i += blockDim.x) TAU[(size_t)blockIdx.x * n + i] = tau_all[i];
+}
+
+// ---- The group layout with K-column panels: one barrier per K columns ----
+//
+// With a barrier a column, every step waits for the owner's whole chain (its dot products, the
+// reflector's norm, square root and divisions) while the other warps' updates take its issue slots
+// (Nsight: barrier stalls are half of every warp's cycles).  Here the columns come in panels of K
+// consecutive ones, panel b on group b % NQ (a thread holds CPB panels): the owner factors its panel
+// inside the group (K reflectors, no barrier), publishes V (K slices) and the panel's T (K x K, upper
+// triangular: its reflectors are I - V T Vᵀ), and every other column then takes the panel at once,
+// x -= V (Tᵀ (Vᵀ x)), its K dot products reduced in one round of shuffles.
+
+// A compiler barrier: loads of V after it are loads again.  Without it the compiler kept every slice
+// of V in registers from the dot products to the update (K·RPT floats beside the tile) and spilled.
+__device__ __forceinline__ void reload_fence() { asm volatile("" ::: "memory"); }
+
+// A thread's slice of v (rows g + G·s) from shared memory into registers.
+template <int RPT>
+__device__ __forceinline__ void load_slice(const float* slice_start, float (&v)[RPT]) {
+    const float4* slice = reinterpret_cast<const float4*>(slice_start);
+#pragma unroll
+    for (int k = 0; 4 * k < RPT; ++k) {
+        const float4 x = slice[k];
+        v[4 * k] = x.x;
+        if (4 * k + 1 < RPT) v[4 * k + 1] = x.y;
+        if (4 * k + 2 < RPT) v[4 * k + 2] = x.z;
+        if (4 * k + 3 < RPT) v[4 * k + 3] = x.w;
+    }
+}
+
+// The owner group's panel (columns c0 .. c0+K-1, every earlier panel applied): K reflectors inside the
+// group, then V (K slices of vout) and T (tout, K x K row-major) published by the owner's lanes.
+// Every lane of the warp runs it; the other groups' columns are left as they were.  Each reflector's
+// v is read back from the slice its group has just written (a thread reads the rows it wrote, so no
+// barrier): in registers, K of them beside the tile spilled.
+template <int RPT, int G, int VS, int K>
+__device__ __forceinline__ void factor_panel(float (&pan)[K][RPT], int c0, int n, int g, bool own, float* vout,
+                                             float* tout, float* tau_all) {
+    float tau[K];
+    float vv[K][K];  // v_aᵀ v_o, a < o
+#pragma unroll
+    for (int o = 0; o < K; ++o) {
+        tau[o] = reflect_group<RPT, G, VS>(pan[o], c0 + o, n, g, own, vout + o * G * VS, nullptr, tau_all);
+        reload_fence();
+        float vo[RPT];
+        load_slice<RPT>(vout + o * G * VS + g * VS, vo);
+        float d[K];
+#pragma unroll
+        for (int u = 0; u < K; ++u) {
+            d[u] = 0.f;
+            if (u != o) {
+                float x = 0.f;
+                if (u > o) {
+#pragma unroll
+                    for (int s = 0; s < RPT; ++s) x = fmaf(vo[s], pan[u][s], x);
+                } else {
+                    reload_fence();
+                    float va[RPT];
+                    load_slice<RPT>(vout + u * G * VS + g * VS, va);
+#pragma unroll
+                    for (int s = 0; s < RPT; ++s) x = fmaf(vo[s], va[s], x);
+                }
+                d[u] = x;
+            }
+        }
+#pragma unroll
+        for (int m = 32 / G; m < 32; m <<= 1)
+#pragma unroll
+            for (int u = 0; u < K; ++u)
+                if (u != o) d[u] += __shfl_xor_sync(FULL, d[u], m);
+#pragma unroll
+        for (int u = 0; u < K; ++u) {
+            if (u < o) vv[u][o] = d[u];
+            if (u > o) {
+                const float f = own ? tau[o] * d[u] : 0.f;
+#pragma unroll
+                for (int s = 0; s < RPT; ++s) pan[u][s] = fmaf(-f, vo[s], pan[u][s]);
+            }
+        }
+    }
+    // T (LAPACK's forward, columnwise larft): T[o][o] = tau_o, T[:o, o] = -tau_o T[:o, :o] (V[:, :o]ᵀ v_o).
+    float t[K][K];
+#pragma unroll
+    for (int o = 0; o < K; ++o) {
+#pragma unroll
+        for (int a = 0; a < K; ++a) t[a][o] = 0.f;
+        t[o][o] = tau[o];
+#pragma unroll
+        for (int a = 0; a < o; ++a) {
+            float z = 0.f;
+#pragma unroll
+            for (int b = a; b < o; ++b) z = fmaf(t[a][b], vv[b][o], z);
+            t[a][o] = -tau[o] * z;
+        }
+    }
+    if (own && g == 0)
+#pragma unroll
+        for (int a = 0; a < K; ++a)
+#pragma unroll
+            for (int o = 0; o < K; ++o) tout[a * K + o] = t[a][o];
+}
+
+// One block per matrix of n ≤ NP: NQ groups of G threads, panel b (columns bK .. bK+K-1) on group
+// b % NQ, slot b / NQ.
+template <int NP, int G, int K, int CPB>
+__global__ void __launch_bounds__(G * ((NP / K + CPB - 1) / CPB), 1)
+qr_panels_kernel(const float* __restrict__ A, float* __restrict__ H, float* __restrict__ TAU, int n) {
+    constexpr int RPT = NP / G;
+    constexpr int P = 32 / G;
+    constexpr int NQ = (NP / K + CPB - 1) / CPB;
+    constexpr int VS = slice_stride(RPT);
+    static_assert(NP % G == 0 && NP % K == 0 && 32 % G == 0 && NQ % P == 0, "whole rows, panels and warps");
+    alignas(16) __shared__ float vbuf[2][K * G * VS];
+    __shared__ float tbuf[2][K * K];
+    __shared__ float tau_all[NP];
+    const int lane = threadIdx.x & 31;
+    const int w = threadIdx.x >> 5;
+    const int g = lane / P;
+    const int p = lane % P;
+    const int q = w * P + p;
+    const size_t base = (size_t)blockIdx.x * n * n;
+    const float* a = A + base;
+    float reg[CPB][K][RPT];
+#pragma unroll
+    for (int tb = 0; tb < CPB; ++tb)
+#pragma unroll
+        for (int u = 0; u < K; ++u) {
+            const int j = (q + NQ * tb) * K + u;
+#pragma unroll
+            for (int s = 0; s < RPT; ++s) {
+                const int i = g + G * s;
+                reg[tb][u][s] = (i < n && j < n) ? a[(size_t)i * n + j] : 0.f;
+            }
+        }
+    if (w == 0) factor_panel<RPT, G, VS, K>(reg[0], 0, n, g, p == 0, vbuf[0], tbuf[0], tau_all);
+    __syncthreads();
+    const int panels = (n + K - 1) / K;
+    for (int b = 0; b + 1 < panels; ++b) {
+        const int cur = b & 1;
+        const int done = (b + 1) * K;  // columns before this one are finished once panel b is applied
+        bool open[CPB];                // warp-uniform: the warp's last column in slot tb is not finished
+        bool any = false;
+#pragma unroll
+        for (int tb = 0; tb < CPB; ++tb) {
+            open[tb] = (w * P + P - 1 + NQ * tb) * K + K - 1 >= done;
+            any = any || open[tb];
+        }
+        if (any) {
+            const float* vcur = vbuf[cur] + g * VS;
+            float e[CPB][K][K];  // Vᵀx per column, then Tᵀ(Vᵀx)
+#pragma unroll
+            for (int tb = 0; tb < CPB; ++tb)
+#pragma unroll
+                for (int u = 0; u < K; ++u)
+#pragma unroll
+                    for (int o = 0; o < K; ++o) e[tb][u][o] = 0.f;
+            // Vᵀx chunk by chunk of four rows: K float4s of V live at a time, whatever K is
+#pragma unroll
+            for (int k = 0; 4 * k < RPT; ++k) {
+                float4 vk[K];
+#pragma unroll
+                for (int o = 0; o < K; ++o) vk[o] = reinterpret_cast<const float4*>(vcur + o * G * VS)[k];
+#pragma unroll
+                for (int tb = 0; tb < CPB; ++tb)
+                    if (open[tb])
+#pragma unroll
+                        for (int u = 0; u < K; ++u)
+#pragma unroll
+                            for (int o = 0; o < K; ++o) {
+                                float x = e[tb][u][o];
+                                x = fmaf(vk[o].x, reg[tb][u][4 * k], x);
+                                if (4 * k + 1 < RPT) x = fmaf(vk[o].y, reg[tb][u][4 * k + 1], x);
+                                if (4 * k + 2 < RPT) x = fmaf(vk[o].z, reg[tb][u][4 * k + 2], x);
+                                if (4 * k + 3 < RPT) x = fmaf(vk[o].w, reg[tb][u][4 * k + 3], x);
+                                e[tb][u][o] = x;
+                            }
+            }
+#pragma unroll
+            for (int m = P; m < 32; m <<= 1)
+#pragma unroll
+                for (int tb = 0; tb < CPB; ++tb)
+                    if (open[tb])
+#pragma unroll
+                        for (int u = 0; u < K; ++u)
+#pragma unroll
+                            for (int o = 0; o < K; ++o) e[tb][u][o] += __shfl_xor_sync(FULL, e[tb][u][o], m);
+            float t[K][K];
+#pragma unroll
+            for (int x = 0; x < K; ++x)
+#pragma unroll
+                for (int o = 0; o < K; ++o) t[x][o] = tbuf[cur][x * K + o];
+#pragma unroll
+            for (int tb = 0; tb < CPB; ++tb)
+#pragma unroll
+                for (int u = 0; u < K; ++u) {
+                    const bool live = (q + NQ * tb) * K + u >= done;  // finished columns take nothing
+#pragma unroll
+                    for (int o = K - 1; o >= 0; --o) {  // e = Tᵀ d in place, T upper triangular
+                        float x = 0.f;
+#pragma unroll
+                        for (int y = 0; y <= o; ++y) x = fmaf(t[y][o], e[tb][u][y], x);
+                        e[tb][u][o] = live ? x : 0.f;
+                    }
+                }
+            reload_fence();
+            const int nb = b + 1;
+            const int q_next = nb % NQ;
+            const int tb_next = nb / NQ;
+            const bool owner_warp = q_next / P == w;
+            // The owner's panel first (the next barrier waits for it), then every other open column.
+#pragma unroll
+            for (int pass = 0; pass < 2; ++pass)
+#pragma unroll
+                for (int tb = 0; tb < CPB; ++tb) {
+                    const bool first = owner_warp && tb == tb_next;
+                    if (pass == 0 ? first : (open[tb] && !first)) {
+#pragma unroll
+                        for (int k = 0; 4 * k < RPT; ++k) {
+                            float4 vk[K];
+#pragma unroll
+                            for (int o = 0; o < K; ++o) vk[o] = reinterpret_cast<const float4*>(vcur + o * G * VS)[k];
+#pragma unroll
+                            for (int u = 0; u < K; ++u)
+#pragma unroll
+                                for (int o = 0; o < K; ++o) {
+                                    const float f = -e[tb][u][o];
+                                    reg[tb][u][4 * k] = fmaf(f, vk[o].x, reg[tb][u][4 * k]);
+                                    if (4 * k + 1 < RPT) reg[tb][u][4 * k + 1] = fmaf(f, vk[o].y, reg[tb][u][4 * k + 1]);
+                                    if (4 * k + 2 < RPT) reg[tb][u][4 * k + 2] = fmaf(f, vk[o].z, reg[tb][u][4 * k + 2]);
+                                    if (4 * k + 3 < RPT) reg[tb][u][4 * k + 3] = fmaf(f, vk[o].w, reg[tb][u][4 * k + 3]);
+                                }
+                        }
+                        if (pass == 0)
+                            factor_panel<RPT, G, VS, K>(reg[tb], nb * K, n, g, p == q_next % P, vbuf[cur ^ 1],
+                                                        tbuf[cur ^ 1], tau_all);
+                    }
+                }
+        }
+        __syncthreads();
+    }
+    // n made opaque: the compiler kept the loads' offsets and bounds in registers for these stores
+    // (one 64-bit offset an entry of the tile, live through the whole factorisation) and spilled.
+    int m = n;
+    asm volatile("" : "+r"(m));
+    float* h = H + base;
+#pragma unroll
+    for (int tb = 0; tb < CPB; ++tb)
+#pragma unroll
+        for (int u = 0; u < K; ++u) {
+            const int j = (q + NQ * tb) * K + u;
+#pragma unroll
+            for (int s = 0; s < RPT; ++s) {
+                const int i = g + G * s;
+                if (i < m && j < m) h[(size_t)i * m + j] = reg[tb][u][s];
+            }
+        }
+    for (int i = threadIdx.x; i < n; i += blockDim.x) TAU[(size_t)blockIdx.x * n + i] = tau_all[i];
+}
 """
 
-# The kernel's instantiations, (register slots per lane, warps): for each size class of n the warp
-# counts its space offers.  The host code's dispatch over them is generated from this list.
+# The kernels' instantiations.  The lane-per-row kernel: (register slots per lane, warps), for each size
+# class of n the warp counts its space offers.  The group kernel: (NP, G, CPT) for n ≤ NP, G threads a
+# column, CPT columns a thread (its space: PARAMS["groups_<NP>"] = "GxCPT").  The host code's dispatch
+# over both is generated from these lists.
 _KERNELS = (
     (1, 1), (1, 2), (1, 4), (2, 2), (2, 4), (2, 8), (3, 4), (3, 8), (3, 16), (4, 8), (4, 16), (4, 32), (5, 16), (5, 32), (6, 16), (6, 32),
 )
+_GROUP_KERNELS = (
+    (32, 1, 1), (32, 2, 1), (32, 4, 1),
+    (64, 2, 1), (64, 4, 1), (64, 4, 2),
+    (96, 4, 2), (96, 8, 2), (96, 4, 3),
+    (128, 4, 2), (128, 8, 2), (128, 8, 4),
+    (160, 8, 4), (160, 16, 4), (160, 16, 8),
+    (176, 8, 4), (176, 16, 8), (176, 16, 11),
+    (192, 8, 6), (192, 16, 8), (192, 16, 12),
+)
+# The group kernel with K-column panels: (NP, G, K, CPB) for n ≤ NP, CPB panels a thread
+# (PARAMS["groups_<NP>"] = "GkKxCPB").
+_PANEL_KERNELS = (
+    (32, 4, 2, 1), (32, 4, 4, 1), (32, 8, 4, 1),
+    (64, 4, 4, 1), (96, 8, 4, 1), (128, 8, 4, 1), (160, 8, 4, 1),
+    (176, 8, 2, 2), (176, 8, 4, 1), (176, 16, 4, 2),
+    (192, 8, 4, 1),
+)
+# The group kernels' size classes (n ≤ NP), smallest first.
+_GROUP_CLASSES = tuple(sorted({np_ for np_, _, _ in _GROUP_KERNELS} | {k[0] for k in _PANEL_KERNELS}))
+
+
+def _group_key(np_: int, g: int, cpt: int) -> int:
+    return np_ * 1000 + g * 10 + cpt
+
+
+def _panel_key(np_: int, g: int, k: int, cpb: int) -> int:
+    return 1_000_000 + np_ * 10_000 + g * 100 + k * 10 + cpb
 
 
 def _dispatch() -> str:
-    """The cases of the host code's switch over _KERNELS, keyed as qr() keys them."""
-    return "".join("        case %d: launch<%d, %d>(A, H, tau, nn, stream); break;\n" % (rpl * 100 + warps, rpl, warps)
+    """The cases of the host code's switch over the three lists, keyed as _key() keys them."""
+    rows = "".join("        case %d: launch<%d, %d>(A, H, tau, nn, stream); break;\n" % (rpl * 100 + warps, rpl, warps)
                    for rpl, warps in _KERNELS)
+    groups = "".join("        case %d: launch_groups<%d, %d, %d>(A, H, tau, nn, stream); break;\n"
+                     % (_group_key(np_, g, cpt), np_, g, cpt) for np_, g, cpt in _GROUP_KERNELS)
+    panels = "".join("        case %d: launch_panels<%d, %d, %d, %d>(A, H, tau, nn, stream); break;\n"
+                     % (_panel_key(*k), *k) for k in _PANEL_KERNELS)
+    return rows + groups + panels
 
 
 # The host side: the launchers and the function Python calls.
@@ -266,9 +793,23 @@ void launch(const at::Tensor& A, at::Tensor& H, at::Tensor& tau, int n, cudaStre
         A.data_ptr<float>(), H.data_ptr<float>(), tau.data_ptr<float>(), n);
 }
 
+template <int NP, int G, int CPT>
+void launch_groups(const at::Tensor& A, at::Tensor& H, at::Tensor& tau, int n, cudaStream_t stream) {
+    TORCH_CHECK(n <= NP, "qr: the group kernel for n <= ", NP, " got n = ", n);
+    qr_groups_kernel<NP, G, CPT><<<(unsigned)A.size(0), G * ((NP + CPT - 1) / CPT), 0, stream>>>(
+        A.data_ptr<float>(), H.data_ptr<float>(), tau.data_ptr<float>(), n);
+}
+
+template <int NP, int G, int K, int CPB>
+void launch_panels(const at::Tensor& A, at::Tensor& H, at::Tensor& tau, int n, cudaStream_t stream) {
+    TORCH_CHECK(n <= NP, "qr: the panel kernel for n <= ", NP, " got n = ", n);
+    qr_panels_kernel<NP, G, K, CPB><<<(unsigned)A.size(0), G * ((NP / K + CPB - 1) / CPB), 0, stream>>>(
+        A.data_ptr<float>(), H.data_ptr<float>(), tau.data_ptr<float>(), n);
+}
+
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> qr(at::Tensor A, int64_t warps) {
+std::tuple<at::Tensor, at::Tensor> qr(at::Tensor A, int64_t key) {
     TORCH_CHECK(A.is_cuda() && A.scalar_type() == at::kFloat && A.dim() == 3 && A.size(1) == A.size(2),
                 "qr: A must be a batch x n x n float32 CUDA tensor");
     A = A.contiguous();
@@ -279,12 +820,10 @@ std::tuple<at::Tensor, at::Tensor> qr(at::Tensor A, int64_t warps) {
     if (A.size(0) == 0) return {H, tau};
     const c10::cuda::CUDAGuard guard(A.device());
     const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-    const int rpl = (int)((n + 31) / 32);
-    const int key = rpl * 100 + (int)warps;
     const int nn = (int)n;
     switch (key) {
         // cases: _KERNELS
-        default: TORCH_CHECK(false, "qr: no kernel for n = ", n, " with ", warps, " warps");
+        default: TORCH_CHECK(false, "qr: no kernel ", key, " for n = ", n);
     }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     return {H, tau};
@@ -301,30 +840,56 @@ _CUDA_SOURCE = r"""
 namespace {
 """ + _DEVICE_SOURCE + "\n" + _HOST_SOURCE
 
-_CPP_SOURCE = "std::tuple<at::Tensor, at::Tensor> qr(at::Tensor A, int64_t warps);"
+_CPP_SOURCE = "std::tuple<at::Tensor, at::Tensor> qr(at::Tensor A, int64_t key);"
 
-# Warps per size class: the kernel is compiled for n ≤ 32, 64, ..., 192 (register slots per lane).
-_WARPS = {rpl: PARAMS["warps_%d" % (32 * rpl)] for rpl in range(1, 7)}
 _EXTENSIONS = {}
 
 
 def _extension(device: torch.device):
     """The built extension for this device's architecture (built once, cached on disk by hash)."""
-    major, minor = torch.cuda.get_device_capability(device)
-    arch = "%d%d" % (major, minor)
-    if arch not in _EXTENSIONS:
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _EXTENSIONS:
         from torch.utils.cpp_extension import load_inline
 
+        major, minor = torch.cuda.get_device_capability(index)
+        arch = "%d%d" % (major, minor)
         digest = hashlib.sha256((_CUDA_SOURCE + _CPP_SOURCE + arch).encode()).hexdigest()[:16]
-        _EXTENSIONS[arch] = load_inline(
+        _EXTENSIONS[index] = load_inline(
             name="qr_onchip_" + digest, cpp_sources=_CPP_SOURCE, cuda_sources=_CUDA_SOURCE, functions=["qr"],
             extra_cflags=["-O3"], extra_cuda_cflags=["-O3", "-gencode=arch=compute_%s,code=sm_%s" % (arch, arch)],
         )
-    return _EXTENSIONS[arch]
+    return _EXTENSIONS[index]
+
+
+# _key(n) per n: at 20x32 the host's work a call is as long as the kernel, and this saves the lookup's
+# string work.  Whoever changes PARAMS in place clears it (lab/blocked_probe.py does).
+_KEYS: dict[int, int] = {}
+
+
+def _key(n: int) -> int:
+    """The kernel for n, as the host code's switch keys it: the group kernel of the smallest class
+    holding n where PARAMS gives it a layout, else the lane-per-row kernel."""
+    for np_ in _GROUP_CLASSES:
+        if n <= np_:
+            layout = PARAMS["groups_%d" % np_]
+            if "k" in layout:  # "GkKxCPB": panels of K columns
+                g, rest = layout.split("k")
+                k, cpb = rest.split("x")
+                return _panel_key(np_, int(g), int(k), int(cpb))
+            if layout != "off":  # "GxCPT"
+                g, cpt = (int(x) for x in layout.split("x"))
+                return _group_key(np_, g, cpt)
+            break
+    rpl = (n + 31) // 32
+    return rpl * 100 + PARAMS["warps_%d" % (32 * rpl)]
 
 
 def custom_kernel(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     n = A.shape[-1]
     if not A.is_cuda or n > PARAMS["max_n"]:
         return torch.geqrf(A)
-    return _extension(A.device).qr(A, _WARPS[(n + 31) // 32])
+    key = _KEYS.get(n)
+    if key is None:
+        key = _KEYS[n] = _key(n)
+    extension = _EXTENSIONS.get(A.get_device()) or _extension(A.device)
+    return extension.qr(A, key)
