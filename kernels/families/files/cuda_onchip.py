@@ -62,8 +62,9 @@ PARAMS = {
 # What a tuner may give each PARAMS key (the values above are the defaults): warps per block for
 # each size class of n (n ≤ 32, 64, ..., 192: 32·RPL rows, RPL register slots per lane), the warp
 # counts whose register tile fits (warps × 32 threads × the tile's registers within one SM's 64K);
-# for the group kernel's classes (n ≤ NP) "off" or a layout "GxCPT" whose threads' registers hold the
-# tile within one SM (ptxas on sm_90: none spills but 176's 8x4, 20 bytes).
+# for the group kernel's classes (n ≤ NP) "off" or a layout "GxCPT" / "GkKxCPB" whose tile is a thread's
+# registers within one SM (ptxas on sm_90: the panel forms at 160-192 spill 156-1572 bytes and
+# 176's 8x4 52; kept in the space as they measured, kernels/BENCHMARKS.md#onchip-groups).
 # qrsearch: space
 SPACE = {
     "max_n": [32, 64, 128, 192],
