@@ -56,6 +56,7 @@ PARAMS = {
     'groups_160': 'off',
     'groups_176': 'off',
     'groups_192': 'off',
+    'staged_stores': False,
 }
 # qrsearch: end params
 
@@ -64,7 +65,8 @@ PARAMS = {
 # counts whose register tile fits (warps × 32 threads × the tile's registers within one SM's 64K);
 # for the group kernel's classes (n ≤ NP) "off" or a layout "GxCPT" / "GkKxCPB" whose tile is a thread's
 # registers within one SM (ptxas on sm_90: the panel forms at 160-192 spill 156-1572 bytes and
-# 176's 8x4 52; kept in the space as they measured, kernels/BENCHMARKS.md#onchip-groups).
+# 176's 8x4 52; kept in the space as they measured, kernels/BENCHMARKS.md#onchip-groups); whether the
+# lane-per-row kernel writes H row by row through shared memory (staged_stores) or from its registers.
 # qrsearch: space
 SPACE = {
     "max_n": [32, 64, 128, 192],
@@ -81,6 +83,7 @@ SPACE = {
     "groups_160": ["off", "8x4", "16x4", "16x8", "8k4x1"],
     "groups_176": ["off", "8x4", "16x8", "16x11", "8k2x2", "8k4x1", "16k4x2"],
     "groups_192": ["off", "8x6", "16x8", "16x12", "8k4x1"],
+    "staged_stores": [False, True],
 }
 # qrsearch: end space
 
@@ -191,7 +194,7 @@ __device__ __forceinline__ void reflect(float (&col)[RPL], int c, int n, int lan
 // that once its columns are finished a warp skips the rest), lane l the rows l + 32 s.
 template <int RPL, int W>
 __global__ void __launch_bounds__(W * 32, 1)
-qr_onchip_kernel(const float* __restrict__ A, float* __restrict__ H, float* __restrict__ TAU, int n) {
+qr_onchip_kernel(const float* __restrict__ A, float* __restrict__ H, float* __restrict__ TAU, int n, int staged) {
     constexpr int NP = 32 * RPL;
     constexpr int CPW = (NP + W - 1) / W;
     __shared__ float vbuf[2][NP];
@@ -259,13 +262,33 @@ qr_onchip_kernel(const float* __restrict__ A, float* __restrict__ H, float* __re
         __syncthreads();
     }
     float* h = H + base;
+    if (staged) {
+        // H row by row through shared memory (n x (n + 1) floats of dynamic shared memory): a warp's
+        // direct stores write one float to each of 32 rows an instruction, 13% of 40x176's samples
+        // in Nsight; the odd stride puts a warp's 32 rows in 32 banks.
+        extern __shared__ float stage[];
+        const int ld = n + 1;
 #pragma unroll
-    for (int t = 0; t < CPW; ++t) {
-        const int j = first + t;
+        for (int t = 0; t < CPW; ++t) {
+            const int j = first + t;
 #pragma unroll
-        for (int s = 0; s < RPL; ++s) {
-            const int i = lane + 32 * s;
-            if (i < n && j < n) h[(size_t)i * n + j] = reg[t][s];
+            for (int s = 0; s < RPL; ++s) {
+                const int i = lane + 32 * s;
+                if (i < n && j < n) stage[i * ld + j] = reg[t][s];
+            }
+        }
+        __syncthreads();
+        for (int i = w; i < n; i += W)
+            for (int j = lane; j < n; j += 32) h[(size_t)i * n + j] = stage[i * ld + j];
+    } else {
+#pragma unroll
+        for (int t = 0; t < CPW; ++t) {
+            const int j = first + t;
+#pragma unroll
+            for (int s = 0; s < RPL; ++s) {
+                const int i = lane + 32 * s;
+                if (i < n && j < n) h[(size_t)i * n + j] = reg[t][s];
+            }
         }
     }
     for (int i = threadIdx.x; i < n; i += W * 32) TAU[(size_t)blockIdx.x * n + i] = tau_all[i];
@@ -777,8 +800,8 @@ def _panel_key(np_: int, g: int, k: int, cpb: int) -> int:
 
 def _dispatch() -> str:
     """The cases of the host code's switch over the three lists, keyed as _key() keys them."""
-    rows = "".join("        case %d: launch<%d, %d>(A, H, tau, nn, stream); break;\n" % (rpl * 100 + warps, rpl, warps)
-                   for rpl, warps in _KERNELS)
+    rows = "".join("        case %d: launch<%d, %d>(A, H, tau, nn, (int)staged, stream); break;\n"
+                   % (rpl * 100 + warps, rpl, warps) for rpl, warps in _KERNELS)
     groups = "".join("        case %d: launch_groups<%d, %d, %d>(A, H, tau, nn, stream); break;\n"
                      % (_group_key(np_, g, cpt), np_, g, cpt) for np_, g, cpt in _GROUP_KERNELS)
     panels = "".join("        case %d: launch_panels<%d, %d, %d, %d>(A, H, tau, nn, stream); break;\n"
@@ -789,9 +812,13 @@ def _dispatch() -> str:
 # The host side: the launchers and the function Python calls.
 _HOST_SOURCE = r"""
 template <int RPL, int W>
-void launch(const at::Tensor& A, at::Tensor& H, at::Tensor& tau, int n, cudaStream_t stream) {
-    qr_onchip_kernel<RPL, W><<<(unsigned)A.size(0), W * 32, 0, stream>>>(
-        A.data_ptr<float>(), H.data_ptr<float>(), tau.data_ptr<float>(), n);
+void launch(const at::Tensor& A, at::Tensor& H, at::Tensor& tau, int n, int staged, cudaStream_t stream) {
+    const size_t bytes = staged ? (size_t)n * (n + 1) * sizeof(float) : 0;
+    if (bytes > 48 * 1024)  // set on every launch: the attribute is per device
+        C10_CUDA_CHECK(cudaFuncSetAttribute(qr_onchip_kernel<RPL, W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            (int)bytes));
+    qr_onchip_kernel<RPL, W><<<(unsigned)A.size(0), W * 32, bytes, stream>>>(
+        A.data_ptr<float>(), H.data_ptr<float>(), tau.data_ptr<float>(), n, staged ? 1 : 0);
 }
 
 template <int NP, int G, int CPT>
@@ -810,7 +837,7 @@ void launch_panels(const at::Tensor& A, at::Tensor& H, at::Tensor& tau, int n, c
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> qr(at::Tensor A, int64_t key) {
+std::tuple<at::Tensor, at::Tensor> qr(at::Tensor A, int64_t key, int64_t staged) {
     TORCH_CHECK(A.is_cuda() && A.scalar_type() == at::kFloat && A.dim() == 3 && A.size(1) == A.size(2),
                 "qr: A must be a batch x n x n float32 CUDA tensor");
     A = A.contiguous();
@@ -841,7 +868,7 @@ _CUDA_SOURCE = r"""
 namespace {
 """ + _DEVICE_SOURCE + "\n" + _HOST_SOURCE
 
-_CPP_SOURCE = "std::tuple<at::Tensor, at::Tensor> qr(at::Tensor A, int64_t key);"
+_CPP_SOURCE = "std::tuple<at::Tensor, at::Tensor> qr(at::Tensor A, int64_t key, int64_t staged);"
 
 _EXTENSIONS = {}
 
@@ -893,4 +920,4 @@ def custom_kernel(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     if key is None:
         key = _KEYS[n] = _key(n)
     extension = _EXTENSIONS.get(A.get_device()) or _extension(A.device)
-    return extension.qr(A, key)
+    return extension.qr(A, key, 1 if PARAMS["staged_stores"] else 0)
