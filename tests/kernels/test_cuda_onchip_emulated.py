@@ -1,12 +1,13 @@
-"""cuda_onchip's group kernel (a column on G lanes, CPT columns a thread) run on CPU threads
+"""cuda_onchip's group kernel (a column on G lanes, CPT columns a thread) and its panel form (K
+columns factored inside one group, one barrier a panel) run on CPU threads
 (tests/kernels/host_emulation.h).
 
-What can go wrong in it is logic: the lanes a group's reductions combine, the cyclic map of
-columns to groups (a slot t ≥ 1 opens only past NQ columns), the padding rows and columns of a
-class wider than n, the look-ahead's double-buffered reflector, the rescaled norm's warp-wide
-branch.  Every instantiation runs here at a width past its first slot of columns, and one class
-at full width, on inputs that take each path; the float64 verifier judges the factorisation.
-"""
+What can go wrong in them is logic: the lanes a group's reductions combine, the cyclic map of
+columns (or panels) to groups (a slot ≥ 1 opens only past NQ of them), the padding rows and
+columns of a class wider than n, the double-buffered reflectors and T, the rescaled norm's
+warp-wide branch, shuffles that every lane must reach.  Every instantiation runs here at a width
+past its first slot (the 32 class at full width), on inputs that take each path; the float64
+verifier judges the factorisation."""
 
 from __future__ import annotations
 

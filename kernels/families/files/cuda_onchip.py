@@ -270,7 +270,11 @@ qr_onchip_kernel(const float* __restrict__ A, float* __restrict__ H, float* __re
         // H row by row through shared memory (n x (n + 1) floats of dynamic shared memory): a warp's
         // direct stores write one float to each of 32 rows an instruction, 13% of 40x176's samples
         // in Nsight (-13% at 40x176 staged); the odd stride puts a warp's 32 rows in 32 banks.
+#ifdef QR_HOST_EMULATION
+        float* stage = reinterpret_cast<float*>(dynamic_shared());  // (tests/kernels/host_emulation.h)
+#else
         extern __shared__ float stage[];
+#endif
         const int ld = n + 1;
 #pragma unroll
         for (int t = 0; t < CPW; ++t) {

@@ -129,11 +129,8 @@ def test_the_real_loop_runs_on_it(tmp_path):
     assert min(busy.values()) > 0.5 and 60 / (4 * 25) < pool.now / 60 < 60 / (4 * 10)
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_one_simulated_gpu_keeps_the_recorded_runs_pace(tmp_path, seed):
-    """The compile model's calibration: run m's own config on one simulated GPU makes about the
-    250 evaluations run m made in its 605 s, its evaluator busy as run m's was (1.00, with 0.1 s of
-    compile wait an evaluation), so that what many simulated GPUs show is not an artefact of the model."""
+def _recorded_runs_pace(run_dir: Path, seed: int) -> dict[str, float]:
+    """Run m's own config on one simulated GPU for run m's 605 s: its evaluations and mean busy."""
     import tarfile
 
     import yaml
@@ -148,7 +145,7 @@ def test_one_simulated_gpu_keeps_the_recorded_runs_pace(tmp_path, seed):
         member = tar.extractfile("runs/gpu1/config.yaml")
         assert member is not None
         data = yaml.safe_load(member.read().decode())
-    data.update(runs_dir=str(tmp_path), seed=seed)
+    data.update(runs_dir=str(run_dir), seed=seed)
     data["evaluation"]["device"] = "simulated"
     config = RunConfig.model_validate(data)
     ev = config.evaluation
@@ -168,5 +165,18 @@ def test_one_simulated_gpu_keeps_the_recorded_runs_pace(tmp_path, seed):
     loop.run_until_done(on_tick=tick)
     tuner.flush()
     run.close()
-    assert 225 <= at["evaluations"] <= 275, at
-    assert at["busy"] >= 0.93, at
+    return at
+
+
+def test_one_simulated_gpu_keeps_the_recorded_runs_pace(tmp_path):
+    """The compile model's calibration: run m's own config on one simulated GPU makes about the
+    250 evaluations run m made in its 605 s, its evaluator busy as run m's was (1.00, with 0.1 s of
+    compile wait an evaluation), so that what many simulated GPUs show is not an artefact of the model.
+    Over five seeds: a seed's draws depend on the candidates' ids, so on the family files' text, and
+    one seed in about twenty spends a tenth of the run waiting for compiles (0.90-1.00 over ten
+    seeds, mean 0.97-0.99, with two versions of the files)."""
+    paces = [_recorded_runs_pace(tmp_path / str(seed), seed) for seed in range(1, 6)]
+    for at in paces:
+        assert 225 <= at["evaluations"] <= 275, paces
+        assert at["busy"] >= 0.85, paces
+    assert sum(at["busy"] for at in paces) / len(paces) >= 0.95, paces
