@@ -522,8 +522,9 @@ qr_groups_kernel(const float* __restrict__ A, float* __restrict__ H, float* __re
 // triangular: its reflectors are I - V T Vᵀ), and every other column then takes the panel at once,
 // x -= V (Tᵀ (Vᵀ x)), its K dot products reduced in one round of shuffles.
 
-// A compiler barrier: loads of V after it are loads again.  Without it the compiler kept every slice
-// of V in registers from the dot products to the update (K·RPT floats beside the tile) and spilled.
+// A compiler barrier: loads of V after it are loads again, so a slice is read back from shared
+// memory where it is needed rather than kept in registers beside the tile.  (With these fences and
+// the read-back the panel forms at 160-192 still spill; they were not measured without them.)
 __device__ __forceinline__ void reload_fence() { asm volatile("" ::: "memory"); }
 
 // A thread's slice of v (rows g + G·s) from shared memory into registers.
