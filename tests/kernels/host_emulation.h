@@ -21,7 +21,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -73,6 +75,15 @@ struct Block {
     std::unique_ptr<Warp[]> warps;
     std::vector<double> shared;  // the launch's dynamic shared memory, float64-aligned
     std::atomic<int> any{0};
+    std::mutex named_mutex;
+    std::map<int, std::unique_ptr<std::barrier<>>> named;  // bar.sync id, count: made on first use
+
+    std::barrier<>& named_barrier(int id, int threads) {
+        const std::lock_guard<std::mutex> lock(named_mutex);
+        auto& b = named[id];
+        if (!b) b = std::make_unique<std::barrier<>>(threads);
+        return *b;
+    }
 };
 
 inline thread_local Block* block = nullptr;
@@ -85,6 +96,9 @@ inline thread_local dim3 gridDim;
 inline dim3 blockDim;
 
 inline void __syncthreads() { emu::block->bar.arrive_and_wait(); }
+
+// bar.sync id, threads: the first `threads` threads to arrive at barrier id (a range of warps) meet.
+inline void named_barrier(int id, int threads) { emu::block->named_barrier(id, threads).arrive_and_wait(); }
 
 inline emu::Warp& this_warp() { return emu::block->warps[threadIdx.x / 32]; }
 

@@ -39,6 +39,11 @@ def _driver(module) -> str:
     cases += "".join(case(module._panel_key(np_, g, k, cpb), g * -(-(np_ // k) // cpb),
                           f"qr_panels_kernel<{np_}, {g}, {k}, {cpb}>")
                      for np_, g, k, cpb in module._PANEL_KERNELS)
+    cases += "".join(f"        case {module._tiled_key(np_, nb, w, ahead)}: emu::launch_serial(dim3{{(unsigned)batch, 1, 1}},"
+                     f" {32 * w}, tiled_floats(n, {np_}, {nb}, {32 * w}) * sizeof(float),"
+                     f" [&] {{ qr_tiled_kernel<{np_}, {nb}, {w}, {'true' if ahead else 'false'}>(A, H, tau, n); }});"
+                     " return 0;\n"
+                     for np_, nb, w, ahead in module._TILED_KERNELS)
     # A watchdog: shuffles in divergent code (a real bug on the GPU too) wait forever here, and a hung
     # test would hold CI to its limit; it aborts the process after a minute instead.
     return ("#include <chrono>\n#include <cstdio>\n"
@@ -72,7 +77,8 @@ def _factor(onchip, a: torch.Tensor, kernel: tuple[int, ...]) -> tuple[torch.Ten
     a = a.contiguous()
     batch, n = a.shape[0], a.shape[-1]
     h, tau = torch.full_like(a, float("nan")), torch.full((batch, n), float("nan"))
-    key = module._group_key(*kernel) if len(kernel) == 3 else module._panel_key(*kernel)
+    key = {3: module._group_key, 4: module._panel_key}[len(kernel)](*kernel) if len(kernel) < 5 else \
+        module._tiled_key(*kernel[1:])
     assert lib.run_groups(a.data_ptr(), h.data_ptr(), tau.data_ptr(), batch, n, key) == 0
     return h, tau
 
@@ -127,3 +133,12 @@ def test_panel_kernel_factors_every_profile(onchip, kernel):
     np_, g, k, cpb = kernel
     for n in (min(np_, k * -(-(np_ // k) // cpb) + k + 1), k):
         _factors_every_profile(onchip, kernel, n)
+
+
+@pytest.mark.parametrize("kernel", _listing()._TILED_KERNELS, ids=lambda k: "np%d-nb%d-w%d-a%d" % k)
+def test_tiled_kernel_factors_every_profile(onchip, kernel):
+    """Panels of NB columns: every profile at the class's full width (an even n: rows n + 1 apart in
+    shared memory), at an odd width whose last panel is partial, and at a width inside one panel."""
+    np_, nb, w, ahead = kernel
+    for n in (np_, np_ - nb - 3, nb - 1):
+        _factors_every_profile(onchip, ("tiled", *kernel), n)

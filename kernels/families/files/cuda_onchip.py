@@ -61,6 +61,9 @@ PARAMS = {
     'groups_176': 'off',
     'groups_192': 'off',
     'staged_stores': True,
+    'tiled_64': 'off',
+    'tiled_128': 'off',
+    'tiled_192': 'off',
 }
 # qrsearch: end params
 
@@ -70,7 +73,9 @@ PARAMS = {
 # for the group kernel's classes (n ≤ NP) "off" or a layout "GxCPT" / "GkKxCPB" whose tile is a thread's
 # registers within one SM (ptxas on sm_90: the panel forms at 160-192 spill 156-1572 bytes and
 # 176's 8x4 52; kept in the space as they measured, kernels/BENCHMARKS.md#onchip-groups); whether the
-# lane-per-row kernel writes H row by row through shared memory (staged_stores) or from its registers.
+# lane-per-row kernel writes H row by row through shared memory (staged_stores) or from its registers;
+# for the tiled kernel's classes "off" or "NBxW" (panels of NB columns, W warps; "a": look-ahead),
+# the shapes _TILED_KERNELS instantiates.
 # qrsearch: space
 SPACE = {
     "max_n": [32, 64, 128, 192],
@@ -88,6 +93,9 @@ SPACE = {
     "groups_176": ["off", "8x4", "16x8", "16x11", "8k2x2", "8k4x1", "16k4x2"],
     "groups_192": ["off", "8x6", "16x8", "16x12", "8k4x1"],
     "staged_stores": [False, True],
+    "tiled_64": ["off", "8x4a", "16x4a"],
+    "tiled_128": ["off", "8x8a", "16x8a"],
+    "tiled_192": ["off", "16x8", "16x8a", "8x8a", "8x16a", "16x4a"],
 }
 # qrsearch: end space
 
@@ -769,6 +777,327 @@ qr_panels_kernel(const float* __restrict__ A, float* __restrict__ H, float* __re
         }
     for (int i = threadIdx.x; i < n; i += blockDim.x) TAU[(size_t)blockIdx.x * n + i] = tau_all[i];
 }
+// ---- The tiled layout: panels of NB columns on one warp, the matrix in shared memory ----
+//
+// The layouts above walk n reflectors each a step of the whole block (a barrier, and every open
+// column's dot product); at 40x176 half the warps wait at each barrier.  Here warp 0 factors NB
+// columns at a time from its registers (lane l: the panel's rows l + 32 s), a column's dot products
+// with the rest of the panel in one butterfly, and builds the panel's T (V = I - V T Vᵀ's) from the
+// same butterflies (v_c·v_j for the columns before j); then every warp updates the trailing matrix,
+// C <- (I - V T Vᵀ)ᵀ C, as small matrix products out of shared memory (a thread a column, or a
+// column's rows in chunks).  With look-ahead (AHEAD) the next panel's columns are updated first, and
+// warp 0 factors them while the other warps update the rest.
+
+#ifdef QR_HOST_EMULATION
+__device__ __forceinline__ void range_barrier(int id, int threads) { named_barrier(id, threads); }
+#else
+__device__ __forceinline__ void range_barrier(int id, int threads) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+#endif
+
+__host__ __device__ constexpr int round4(int x) { return (x + 3) / 4 * 4; }
+
+// Dynamic shared memory of the tiled kernel, in floats: the matrix (n rows, ld = n | 1 apart: an odd
+// stride puts a lane-per-row access in 32 banks), V (rows nb + 4 apart: eight lanes' float4 stores in
+// different banks) and T twice (the look-ahead's panel is built
+// beside the update that reads the last one), the chunks' partial products, tau.
+__host__ __device__ constexpr int tiled_floats(int n, int np, int nb, int threads) {
+    return round4(n * (n | 1)) + 2 * np * (nb + 4) + 2 * nb * nb + threads * nb + np;
+}
+
+// The reflector of panel column j (this lane's rows lane + 32 s of the panel, m rows): col becomes H's
+// column (beta at row j, v below it), v the reflector (zero above row j, 1 at row j); returns tau.
+// The same slarfg as reflect(), on rows counted from the panel's top.
+template <int RPL>
+__device__ __forceinline__ float panel_reflect(float (&col)[RPL], int j, int m, int lane, float (&v)[RPL]) {
+    float tail2 = 0.f;
+#pragma unroll
+    for (int s = 0; s < RPL; ++s) {
+        const int i = lane + 32 * s;
+        if (i > j && i < m) tail2 = fmaf(col[s], col[s], tail2);
+    }
+    tail2 = warp_sum(tail2);
+    const float alpha = __shfl_sync(FULL, col[0], j);  // j < 32: slot 0 of lane j
+    float nrm = sqrtf(alpha * alpha + tail2);
+    bool has = tail2 > 0.f;
+    if (tail2 < 1e-30f || tail2 > 1e30f || fabsf(alpha) > 1e15f) {  // rare, and warp-uniform
+        float amax = 0.f;
+#pragma unroll
+        for (int s = 0; s < RPL; ++s) {
+            const int i = lane + 32 * s;
+            if (i > j && i < m) amax = fmaxf(amax, fabsf(col[s]));
+        }
+        amax = warp_max(amax);
+        has = amax > 0.f;
+        if (has) {
+            const float scale = 1.f / amax;
+            float t2 = 0.f;
+#pragma unroll
+            for (int s = 0; s < RPL; ++s) {
+                const int i = lane + 32 * s;
+                if (i > j && i < m) {
+                    const float y = col[s] * scale;
+                    t2 = fmaf(y, y, t2);
+                }
+            }
+            t2 = warp_sum(t2);
+            const float as = alpha * scale;
+            nrm = amax * sqrtf(as * as + t2);
+        } else {
+            nrm = fabsf(alpha);
+        }
+    }
+    const float beta = alpha >= 0.f ? -nrm : nrm;
+    const float tau = has ? (beta - alpha) / beta : 0.f;
+    const float inv = has ? 1.f / (alpha - beta) : 0.f;
+#pragma unroll
+    for (int s = 0; s < RPL; ++s) {
+        const int i = lane + 32 * s;
+        v[s] = 0.f;
+        if (i == j) {
+            v[s] = 1.f;
+            col[s] = has ? beta : alpha;
+        } else if (i > j && i < m) {
+            v[s] = col[s] * inv;
+            col[s] = has ? v[s] : col[s];
+        }
+    }
+    return tau;
+}
+
+// Warp 0: factor the panel of columns k .. k + NB - 1 (rows k .. n - 1) of S in place (R above the
+// diagonal, v below it), write V (panel rows, NB + 4 apart, zero above each reflector's row, 1 on it), T
+// (NB x NB, upper) and tau.  A panel past column n - 1 has zero columns: no reflector (V and T zero).
+template <int RPL, int NB>
+__device__ __forceinline__ void tiled_panel(float* S, int ld, int k, int n, float* V, float* T, float* tau_all,
+                                            int lane) {
+    const int m = n - k;
+    const int w = min(NB, m);
+    float reg[NB][RPL];
+#pragma unroll
+    for (int c = 0; c < NB; ++c)
+#pragma unroll
+        for (int s = 0; s < RPL; ++s) {
+            const int i = lane + 32 * s;
+            reg[c][s] = (i < m && c < w) ? S[(k + i) * ld + k + c] : 0.f;
+        }
+    float trow[NB];  // lane t < NB: row t of T
+#pragma unroll
+    for (int c = 0; c < NB; ++c) trow[c] = 0.f;
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+        if (j < w) {  // warp-uniform
+            float v[RPL];
+            const float tau = panel_reflect<RPL>(reg[j], j, m, lane, v);
+            // every other panel column's dot product with v in one butterfly: before j it is v_c·v_j
+            // (T's column j), after j the column's update
+            float d[NB];
+#pragma unroll
+            for (int c = 0; c < NB; ++c) {
+                float x = 0.f;
+                if (c != j)
+#pragma unroll
+                    for (int s = 0; s < RPL; ++s) x = fmaf(v[s], reg[c][s], x);
+                d[c] = x;
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+                for (int c = 0; c < NB; ++c)
+                    if (c != j) d[c] += __shfl_xor_sync(FULL, d[c], o);
+#pragma unroll
+            for (int c = j + 1; c < NB; ++c) {
+                const float f = tau * d[c];
+#pragma unroll
+                for (int s = 0; s < RPL; ++s) reg[c][s] = fmaf(-f, v[s], reg[c][s]);
+            }
+            // T[t][j] = -tau Σ_{a=t}^{j-1} T[t][a] (v_a·v_j): row t from its own entries
+            float x = 0.f;
+#pragma unroll
+            for (int a = 0; a < j; ++a) x = fmaf(trow[a], d[a], x);
+            trow[j] = lane < j ? -tau * x : (lane == j ? tau : 0.f);
+            if (lane == 0) tau_all[k + j] = tau;
+        }
+    }
+    // H's columns back, and V as H holds it below the diagonal (a reflector with tau 0 has a zero
+    // column there too), 1 on it, zero above and past the panel's columns
+#pragma unroll
+    for (int s = 0; s < RPL; ++s) {
+        const int i = lane + 32 * s;
+#pragma unroll
+        for (int c = 0; c < NB; ++c)
+            if (i < m && c < w) S[(k + i) * ld + k + c] = reg[c][s];
+#pragma unroll
+        for (int q = 0; q < NB / 4; ++q) {
+            float e[4];
+#pragma unroll
+            for (int x = 0; x < 4; ++x) {
+                const int c = 4 * q + x;
+                e[x] = (c >= w || i >= m) ? 0.f : (i > c ? reg[c][s] : (i == c ? 1.f : 0.f));
+            }
+            reinterpret_cast<float4*>(V + i * (NB + 4))[q] = make_float4(e[0], e[1], e[2], e[3]);
+        }
+    }
+    if (lane < NB)
+#pragma unroll
+        for (int c = 0; c < NB; ++c) T[lane * NB + c] = trow[c];
+}
+
+// Column j of C (S's rows k + r0 .. k + r1 - 1) against the panel's V: w += Vᵀ C_j over those rows.
+template <int NB>
+__device__ __forceinline__ void partial_w(const float* S, int ld, int k, int j, int r0, int r1, const float* V,
+                                          float (&w)[NB]) {
+    for (int i = r0; i < r1; ++i) {
+        const float c = S[(k + i) * ld + j];
+        const float4* vr = reinterpret_cast<const float4*>(V + i * (NB + 4));
+#pragma unroll
+        for (int q = 0; q < NB / 4; ++q) {
+            const float4 x = vr[q];
+            w[4 * q] = fmaf(x.x, c, w[4 * q]);
+            w[4 * q + 1] = fmaf(x.y, c, w[4 * q + 1]);
+            w[4 * q + 2] = fmaf(x.z, c, w[4 * q + 2]);
+            w[4 * q + 3] = fmaf(x.w, c, w[4 * q + 3]);
+        }
+    }
+}
+
+// w <- Tᵀ w (T upper), then C_j's rows r0 .. r1 - 1 -= V w.
+template <int NB>
+__device__ __forceinline__ void apply_w(float* S, int ld, int k, int j, int r0, int r1, const float* V, const float* T,
+                                        float (&w)[NB]) {
+#pragma unroll
+    for (int o = NB - 1; o >= 0; --o) {
+        float x = 0.f;
+#pragma unroll
+        for (int a = 0; a <= o; ++a) x = fmaf(T[a * NB + o], w[a], x);
+        w[o] = x;
+    }
+    for (int i = r0; i < r1; ++i) {
+        const float4* vr = reinterpret_cast<const float4*>(V + i * (NB + 4));
+        float x0 = 0.f, x1 = 0.f;  // two chains: 16 dependent FMAs a row left a few warps latency-bound
+#pragma unroll
+        for (int q = 0; q < NB / 4; ++q) {
+            const float4 x = vr[q];
+            x0 = fmaf(x.x, w[4 * q], x0);
+            x1 = fmaf(x.y, w[4 * q + 1], x1);
+            x0 = fmaf(x.z, w[4 * q + 2], x0);
+            x1 = fmaf(x.w, w[4 * q + 3], x1);
+        }
+        S[(k + i) * ld + j] -= x0 + x1;
+    }
+}
+
+// Columns c0 .. c1 - 1 of S (rows k .. n - 1) <- (I - V T Vᵀ)ᵀ C, by threads u = 0 .. nt - 1 of a
+// range: a thread a column where there are as many columns as threads, else each column's rows in
+// nt / (c1 - c0) chunks whose partial Vᵀ C meet in Wp (sync: the range's barrier, called once by
+// every thread of the range, or never).
+template <int NB, class Sync>
+__device__ __forceinline__ void tiled_update(float* S, int ld, int k, int n, int c0, int c1, const float* V,
+                                             const float* T, float* Wp, int u, int nt, Sync sync) {
+    const int m = n - k, nc = c1 - c0;
+    if (nc <= 0) return;
+    float w[NB];
+    if (nc >= nt) {
+        for (int j = c0 + u; j < c1; j += nt) {
+#pragma unroll
+            for (int o = 0; o < NB; ++o) w[o] = 0.f;
+            partial_w<NB>(S, ld, k, j, 0, m, V, w);
+            apply_w<NB>(S, ld, k, j, 0, m, V, T, w);
+        }
+        return;
+    }
+    const int chunks = nt / nc;
+    const int col = u % nc, ch = u / nc;
+    const bool act = ch < chunks;
+    const int step = (m + chunks - 1) / chunks;
+    const int r0 = min(m, ch * step), r1 = min(m, r0 + step);
+    const int j = c0 + col;
+#pragma unroll
+    for (int o = 0; o < NB; ++o) w[o] = 0.f;
+    if (act) {
+        partial_w<NB>(S, ld, k, j, r0, r1, V, w);
+#pragma unroll
+        for (int o = 0; o < NB; ++o) Wp[(ch * NB + o) * nc + col] = w[o];
+    }
+    sync();
+    if (act) {
+#pragma unroll
+        for (int o = 0; o < NB; ++o) {
+            float x = 0.f;
+            for (int h = 0; h < chunks; ++h) x += Wp[(h * NB + o) * nc + col];
+            w[o] = x;
+        }
+        apply_w<NB>(S, ld, k, j, r0, r1, V, T, w);
+    }
+}
+
+struct BlockSync {
+    __device__ __forceinline__ void operator()() const { __syncthreads(); }
+};
+
+struct RangeSync {  // warps 1 .. W - 1
+    int threads;
+    __device__ __forceinline__ void operator()() const { range_barrier(1, threads); }
+};
+
+// One block per matrix of n ≤ NP: W warps, panels of NB columns.
+template <int NP, int NB, int W, bool AHEAD>
+__global__ void __launch_bounds__(W * 32, 1)
+qr_tiled_kernel(const float* __restrict__ A, float* __restrict__ H, float* __restrict__ TAU, int n) {
+    constexpr int RPL = NP / 32;
+    constexpr int NT = W * 32;
+    static_assert(NP % 32 == 0 && NB % 4 == 0 && NB <= 32 && (!AHEAD || W >= 2), "tiled kernel's shape");
+#ifdef QR_HOST_EMULATION
+    float* smem = reinterpret_cast<float*>(dynamic_shared());
+#else
+    extern __shared__ float4 smem4[];
+    float* smem = reinterpret_cast<float*>(smem4);
+#endif
+    const int ld = n | 1;
+    float* S = smem;
+    float* V = S + round4(n * ld);
+    float* T = V + 2 * NP * (NB + 4);
+    float* Wp = T + 2 * NB * NB;
+    float* tau_all = Wp + NT * NB;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const size_t base = (size_t)blockIdx.x * n * n;
+    const float* a = A + base;
+    for (int i = warp; i < n; i += W)
+        for (int j = lane; j < n; j += 32) S[i * ld + j] = __ldg(a + (size_t)i * n + j);
+    __syncthreads();
+    if (AHEAD) {
+        if (warp == 0) tiled_panel<RPL, NB>(S, ld, 0, n, V, T, tau_all, lane);
+        __syncthreads();
+        int buf = 0;
+        for (int k = 0; k < n; k += NB) {
+            const float* Vc = V + buf * NP * (NB + 4);
+            const float* Tc = T + buf * NB * NB;
+            const int next = k + NB;
+            // the next panel's columns first, by every warp
+            tiled_update<NB>(S, ld, k, n, next, min(n, next + NB), Vc, Tc, Wp, tid, NT, BlockSync{});
+            __syncthreads();
+            if (next >= n) break;
+            if (warp == 0)
+                tiled_panel<RPL, NB>(S, ld, next, n, V + (buf ^ 1) * NP * (NB + 4), T + (buf ^ 1) * NB * NB, tau_all, lane);
+            else
+                tiled_update<NB>(S, ld, k, n, next + NB, n, Vc, Tc, Wp, tid - 32, NT - 32, RangeSync{NT - 32});
+            __syncthreads();
+            buf ^= 1;
+        }
+    } else {
+        for (int k = 0; k < n; k += NB) {
+            if (warp == 0) tiled_panel<RPL, NB>(S, ld, k, n, V, T, tau_all, lane);
+            __syncthreads();
+            tiled_update<NB>(S, ld, k, n, k + NB, n, V, T, Wp, tid, NT, BlockSync{});
+            __syncthreads();
+        }
+    }
+    float* h = H + base;
+    for (int i = warp; i < n; i += W)
+        for (int j = lane; j < n; j += 32) h[(size_t)i * n + j] = S[i * ld + j];
+    for (int i = tid; i < n; i += NT) TAU[(size_t)blockIdx.x * n + i] = tau_all[i];
+}
 """
 
 # The kernels' instantiations.  The lane-per-row kernel: (register slots per lane, warps), for each size
@@ -795,6 +1124,15 @@ _PANEL_KERNELS = (
     (176, 8, 2, 2), (176, 8, 4, 1), (176, 16, 4, 2),
     (192, 8, 4, 1),
 )
+# The tiled kernel: (NP, NB, W, AHEAD) for n ≤ NP, panels of NB columns, W warps, AHEAD 1 with
+# look-ahead (PARAMS["tiled_<NP>"] = "NBxW" or "NBxWa").  Warp 0 holds a panel in NB x NP / 32
+# registers a lane, so NB = 16 at NP = 192 needs W ≤ 8 (255 registers a thread).
+_TILED_KERNELS = (
+    (64, 8, 4, 1), (64, 16, 4, 1),
+    (128, 8, 8, 1), (128, 16, 8, 1),
+    (192, 16, 8, 0), (192, 16, 8, 1), (192, 8, 8, 1), (192, 8, 16, 1), (192, 16, 4, 1),
+)
+_TILED_CLASSES = tuple(sorted({k[0] for k in _TILED_KERNELS}))
 # The group kernels' size classes (n ≤ NP), smallest first.
 _GROUP_CLASSES = tuple(sorted({np_ for np_, _, _ in _GROUP_KERNELS} | {k[0] for k in _PANEL_KERNELS}))
 
@@ -807,6 +1145,10 @@ def _panel_key(np_: int, g: int, k: int, cpb: int) -> int:
     return 1_000_000 + np_ * 10_000 + g * 100 + k * 10 + cpb
 
 
+def _tiled_key(np_: int, nb: int, w: int, ahead: int) -> int:
+    return 2_000_000 + np_ * 10_000 + nb * 100 + w * 2 + ahead
+
+
 def _dispatch() -> str:
     """The cases of the host code's switch over the three lists, keyed as _key() keys them."""
     rows = "".join("        case %d: launch<%d, %d>(A, H, tau, nn, (int)staged, stream); break;\n"
@@ -815,7 +1157,9 @@ def _dispatch() -> str:
                      % (_group_key(np_, g, cpt), np_, g, cpt) for np_, g, cpt in _GROUP_KERNELS)
     panels = "".join("        case %d: launch_panels<%d, %d, %d, %d>(A, H, tau, nn, stream); break;\n"
                      % (_panel_key(*k), *k) for k in _PANEL_KERNELS)
-    return rows + groups + panels
+    tiled = "".join("        case %d: launch_tiled<%d, %d, %d, %d>(A, H, tau, nn, stream); break;\n"
+                    % (_tiled_key(*k), *k) for k in _TILED_KERNELS)
+    return rows + groups + panels + tiled
 
 
 # The host side: the launchers and the function Python calls.
@@ -841,6 +1185,17 @@ template <int NP, int G, int K, int CPB>
 void launch_panels(const at::Tensor& A, at::Tensor& H, at::Tensor& tau, int n, cudaStream_t stream) {
     TORCH_CHECK(n <= NP, "qr: the panel kernel for n <= ", NP, " got n = ", n);
     qr_panels_kernel<NP, G, K, CPB><<<(unsigned)A.size(0), G * ((NP / K + CPB - 1) / CPB), 0, stream>>>(
+        A.data_ptr<float>(), H.data_ptr<float>(), tau.data_ptr<float>(), n);
+}
+
+template <int NP, int NB, int W, int AHEAD>
+void launch_tiled(const at::Tensor& A, at::Tensor& H, at::Tensor& tau, int n, cudaStream_t stream) {
+    TORCH_CHECK(n <= NP, "qr: the tiled kernel for n <= ", NP, " got n = ", n);
+    const size_t bytes = (size_t)tiled_floats(n, NP, NB, W * 32) * sizeof(float);
+    if (bytes > 48 * 1024)  // set on every launch: the attribute is per device
+        C10_CUDA_CHECK(cudaFuncSetAttribute(qr_tiled_kernel<NP, NB, W, AHEAD != 0>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    qr_tiled_kernel<NP, NB, W, AHEAD != 0><<<(unsigned)A.size(0), W * 32, bytes, stream>>>(
         A.data_ptr<float>(), H.data_ptr<float>(), tau.data_ptr<float>(), n);
 }
 
@@ -905,7 +1260,15 @@ _KEYS: dict[int, int] = {}
 
 def _key(n: int) -> int:
     """The kernel for n, as the host code's switch keys it: the group kernel of the smallest class
-    holding n where PARAMS gives it a layout, else the lane-per-row kernel."""
+    holding n where PARAMS gives it a layout, else the lane-per-row kernel; the tiled kernel before
+    both where its class's PARAMS gives one."""
+    for np_ in _TILED_CLASSES:
+        if n <= np_:
+            layout = PARAMS["tiled_%d" % np_]
+            if layout != "off":  # "NBxW", "NBxWa" with look-ahead
+                nb, w = layout.rstrip("a").split("x")
+                return _tiled_key(np_, int(nb), int(w), int(layout.endswith("a")))
+            break
     for np_ in _GROUP_CLASSES:
         if n <= np_:
             layout = PARAMS["groups_%d" % np_]
