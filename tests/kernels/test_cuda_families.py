@@ -193,12 +193,14 @@ def _group_dispatch(module, launcher: str = "launch_groups") -> set[tuple[int, .
 def _switch_keys(module) -> dict[int, tuple[int, ...]]:
     """cuda_onchip's switch: the key of each case and the template arguments it launches."""
     return {int(key): tuple(int(x) for x in args.split(","))
-            for key, args in re.findall(r"case (\d+): launch(?:_groups|_panels)?<([\d, ]+)>\(", module._HOST_SOURCE)}
+            for key, args in re.findall(r"case (\d+): launch(?:_groups|_panels|_tiled)?<([\d, ]+)>\(",
+                                        module._HOST_SOURCE)}
 
 
 def test_onchip_every_assignment_has_a_kernel(tmp_path):
     """Every assignment of the space, at every n the file takes, keys a case of the switch, and that
-    case's kernel holds n (its rows: 32 per register slot, or the group or panel kernel's class)."""
+    case's kernel holds n (its rows: 32 per register slot, or the group, panel or tiled kernel's class);
+    above 192 only the tiled kernel's class has a kernel, and without one the file calls torch.geqrf."""
     fam = get_family("cuda_onchip")
     rng = random.Random(3)
     for trial in range(12):
@@ -207,10 +209,19 @@ def test_onchip_every_assignment_has_a_kernel(tmp_path):
         switch = _switch_keys(module)
         for n in range(1, params["max_n"] + 1):
             key = module._key(n)
+            tiled = params["tiled_%d" % next(c for c in module._TILED_CLASSES if n <= c)]
+            if key < 0:
+                assert n > 192 and tiled == "off", (params, n)
+                continue
             assert key in switch, (params, n, key)
             args = switch[key]
             holds = 32 * args[0] if len(args) == 2 else args[0]
             assert n <= holds, (params, n, args)
+            if tiled != "off":
+                assert key == module._tiled_key(*args) and args[1:] == (int(tiled.rstrip("a").split("x")[0]),
+                                                                         int(tiled.rstrip("a").split("x")[1]),
+                                                                         int(tiled.endswith("a"))), (params, n, args)
+                continue
             group_class = next(c for c in module._GROUP_CLASSES if n <= c)
             layout = params["groups_%d" % group_class]
             assert len(args) == (2 if layout == "off" else 4 if "k" in layout else 3), (params, n, args)
@@ -243,13 +254,15 @@ def test_the_host_dispatch_is_generated_from_the_files_kernel_list(tmp_path, nam
     for each entry, once, and no other."""
     module = _module(name, tmp_path)
     kernels = getattr(module, listed)
-    # cuda_onchip's switch also launches its group and panel kernels, from two more lists
-    groups, panels = (module._GROUP_KERNELS, module._PANEL_KERNELS) if name == "cuda_onchip" else ((), ())
-    assert len(set(kernels)) == len(kernels) and len(set(groups)) == len(groups) and len(set(panels)) == len(panels)
+    # cuda_onchip's switch also launches its group, panel and tiled kernels, from three more lists
+    groups, panels, tiled = ((module._GROUP_KERNELS, module._PANEL_KERNELS, module._TILED_KERNELS)
+                             if name == "cuda_onchip" else ((), (), ()))
+    assert all(len(set(x)) == len(x) for x in (kernels, groups, panels, tiled))
     assert _dispatch(module) == set(kernels)
     assert _group_dispatch(module) == set(groups) and _group_dispatch(module, "launch_panels") == set(panels)
+    assert _group_dispatch(module, "launch_tiled") == set(tiled)
     cases = re.findall(key, module._HOST_SOURCE)
-    assert len(set(cases)) == len(cases) == len(kernels) + len(groups) + len(panels)
+    assert len(set(cases)) == len(cases) == len(kernels) + len(groups) + len(panels) + len(tiled)
 
 
 def test_blocked_every_panel_shape_has_a_kernel(tmp_path, monkeypatch):

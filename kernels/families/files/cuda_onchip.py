@@ -29,11 +29,19 @@ factors K consecutive columns inside one group and publishes them with their T, 
 K columns.  At 20x32 (panels of 4 on groups of 8) it is 10% faster than the lane-per-row kernel;
 at 40x176 both forms are slower (kernels/BENCHMARKS.md#onchip-groups).
 
-Meant for small n (20x32, 40x176), where launch overhead and the serial chain
-of n reflectors dominate.  Registers bound the size: n ≤ 192.  The knobs are the warps a
-block has for each size class of the lane-per-row kernel (PARAMS["warps_<32·RPL>"]) and the
+A third layout, the tiled kernel, is blocked: warp 0 factors NB columns at a time from its
+registers (a column's dot products with the rest of the panel in one butterfly, which also gives
+the panel's T), then every warp updates the trailing matrix with the panel's block reflector as small
+matrix products out of shared memory, optionally looking one panel ahead (warp 0 factors the next
+panel while the others update the rest).  Up to n = 192 the matrix lives in shared memory; from 193
+to 384 in H itself (L2 holds a batch of 40 of them), which is the only kernel of this file there.
+
+Meant for small n (20x32, 40x176, 40x352), where launch overhead and the serial chain
+of n reflectors dominate.  Registers bound the first two layouts: n ≤ 192.  The knobs are the warps a
+block has for each size class of the lane-per-row kernel (PARAMS["warps_<32·RPL>"]), the
 group kernel's layout for each of its classes (PARAMS["groups_<NP>"]: "GxCPT", "GkKxCPB" with
-K-column panels, or "off" for the lane-per-row kernel); a call reads PARAMS through _KEYS, a cache
+K-column panels, or "off" for the lane-per-row kernel) and the tiled kernel's (PARAMS["tiled_<NP>"]:
+"NBxW", "NBxWa" with look-ahead, or "off"); a call reads PARAMS through _KEYS, a cache
 of the kernel per n that whoever changes PARAMS in place clears.  Above PARAMS["max_n"], or without
 CUDA, the file calls torch.geqrf.  Measured times: kernels/BENCHMARKS.md.  The build is cached
 by a hash of the source and target in TORCH_EXTENSIONS_DIR (first call on a new source: about a
@@ -64,6 +72,7 @@ PARAMS = {
     'tiled_64': 'off',
     'tiled_128': 'off',
     'tiled_192': 'off',
+    'tiled_384': 'off',
 }
 # qrsearch: end params
 
@@ -78,7 +87,7 @@ PARAMS = {
 # the shapes _TILED_KERNELS instantiates.
 # qrsearch: space
 SPACE = {
-    "max_n": [32, 64, 128, 192],
+    "max_n": [32, 64, 128, 192, 384],
     "warps_32": [1, 2, 4],
     "warps_64": [2, 4, 8],
     "warps_96": [4, 8, 16],
@@ -96,6 +105,7 @@ SPACE = {
     "tiled_64": ["off", "8x4a", "16x4a"],
     "tiled_128": ["off", "8x8a", "16x8a"],
     "tiled_192": ["off", "16x8", "16x8a", "8x8a", "8x16a", "16x4a"],
+    "tiled_384": ["off", "8x8a", "4x8a", "8x4a"],
 }
 # qrsearch: end space
 
@@ -798,12 +808,16 @@ __device__ __forceinline__ void range_barrier(int id, int threads) {
 
 __host__ __device__ constexpr int round4(int x) { return (x + 3) / 4 * 4; }
 
-// Dynamic shared memory of the tiled kernel, in floats: the matrix (n rows, ld = n | 1 apart: an odd
-// stride puts a lane-per-row access in 32 banks), V (rows nb + 4 apart: eight lanes' float4 stores in
+// Classes above this n keep the matrix in H (global memory: L2 holds a batch of them) instead of
+// shared memory, which 193 x 193 floats would outgrow.
+constexpr int TILED_SMEM_MAX = 192;
+
+// Dynamic shared memory of the tiled kernel, in floats: the matrix where it fits (n rows, ld = n | 1
+// apart: an odd stride puts a lane-per-row access in 32 banks), V (rows nb + 4 apart: eight lanes' float4 stores in
 // different banks) and T twice (the look-ahead's panel is built
 // beside the update that reads the last one), the chunks' partial products, tau.
 __host__ __device__ constexpr int tiled_floats(int n, int np, int nb, int threads) {
-    return round4(n * (n | 1)) + 2 * np * (nb + 4) + 2 * nb * nb + threads * nb + np;
+    return (np > TILED_SMEM_MAX ? 0 : round4(n * (n | 1))) + 2 * np * (nb + 4) + 2 * nb * nb + threads * nb + np;
 }
 
 // The reflector of panel column j (this lane's rows lane + 32 s of the panel, m rows): col becomes H's
@@ -945,21 +959,51 @@ __device__ __forceinline__ void tiled_panel(float* S, int ld, int k, int n, floa
 }
 
 // Column j of C (S's rows k + r0 .. k + r1 - 1) against the panel's V: w += Vᵀ C_j over those rows.
+// Rows go in batches of ROWS, loaded before any is used: from global memory (the classes above
+// TILED_SMEM_MAX) one load in flight a warp would leave it waiting on L2 every row.
+constexpr int ROWS = 4;
+
+template <int NB>
+__device__ __forceinline__ void add_row(const float* V, int i, float c, float (&w)[NB]) {
+    const float4* vr = reinterpret_cast<const float4*>(V + i * (NB + 4));
+#pragma unroll
+    for (int q = 0; q < NB / 4; ++q) {
+        const float4 x = vr[q];
+        w[4 * q] = fmaf(x.x, c, w[4 * q]);
+        w[4 * q + 1] = fmaf(x.y, c, w[4 * q + 1]);
+        w[4 * q + 2] = fmaf(x.z, c, w[4 * q + 2]);
+        w[4 * q + 3] = fmaf(x.w, c, w[4 * q + 3]);
+    }
+}
+
 template <int NB>
 __device__ __forceinline__ void partial_w(const float* S, int ld, int k, int j, int r0, int r1, const float* V,
                                           float (&w)[NB]) {
-    for (int i = r0; i < r1; ++i) {
-        const float c = S[(k + i) * ld + j];
-        const float4* vr = reinterpret_cast<const float4*>(V + i * (NB + 4));
+    int i = r0;
+    for (; i + ROWS <= r1; i += ROWS) {
+        float c[ROWS];
 #pragma unroll
-        for (int q = 0; q < NB / 4; ++q) {
-            const float4 x = vr[q];
-            w[4 * q] = fmaf(x.x, c, w[4 * q]);
-            w[4 * q + 1] = fmaf(x.y, c, w[4 * q + 1]);
-            w[4 * q + 2] = fmaf(x.z, c, w[4 * q + 2]);
-            w[4 * q + 3] = fmaf(x.w, c, w[4 * q + 3]);
-        }
+        for (int u = 0; u < ROWS; ++u) c[u] = S[(k + i + u) * ld + j];
+#pragma unroll
+        for (int u = 0; u < ROWS; ++u) add_row<NB>(V, i + u, c[u], w);
     }
+    for (; i < r1; ++i) add_row<NB>(V, i, S[(k + i) * ld + j], w);
+}
+
+// V's row i times w (two chains: 16 dependent FMAs a row left a few warps latency-bound).
+template <int NB>
+__device__ __forceinline__ float row_times(const float* V, int i, const float (&w)[NB]) {
+    const float4* vr = reinterpret_cast<const float4*>(V + i * (NB + 4));
+    float x0 = 0.f, x1 = 0.f;
+#pragma unroll
+    for (int q = 0; q < NB / 4; ++q) {
+        const float4 x = vr[q];
+        x0 = fmaf(x.x, w[4 * q], x0);
+        x1 = fmaf(x.y, w[4 * q + 1], x1);
+        x0 = fmaf(x.z, w[4 * q + 2], x0);
+        x1 = fmaf(x.w, w[4 * q + 3], x1);
+    }
+    return x0 + x1;
 }
 
 // w <- Tᵀ w (T upper), then C_j's rows r0 .. r1 - 1 -= V w.
@@ -973,19 +1017,15 @@ __device__ __forceinline__ void apply_w(float* S, int ld, int k, int j, int r0, 
         for (int a = 0; a <= o; ++a) x = fmaf(T[a * NB + o], w[a], x);
         w[o] = x;
     }
-    for (int i = r0; i < r1; ++i) {
-        const float4* vr = reinterpret_cast<const float4*>(V + i * (NB + 4));
-        float x0 = 0.f, x1 = 0.f;  // two chains: 16 dependent FMAs a row left a few warps latency-bound
+    int i = r0;
+    for (; i + ROWS <= r1; i += ROWS) {
+        float c[ROWS];
 #pragma unroll
-        for (int q = 0; q < NB / 4; ++q) {
-            const float4 x = vr[q];
-            x0 = fmaf(x.x, w[4 * q], x0);
-            x1 = fmaf(x.y, w[4 * q + 1], x1);
-            x0 = fmaf(x.z, w[4 * q + 2], x0);
-            x1 = fmaf(x.w, w[4 * q + 3], x1);
-        }
-        S[(k + i) * ld + j] -= x0 + x1;
+        for (int u = 0; u < ROWS; ++u) c[u] = S[(k + i + u) * ld + j];
+#pragma unroll
+        for (int u = 0; u < ROWS; ++u) S[(k + i + u) * ld + j] = c[u] - row_times<NB>(V, i + u, w);
     }
+    for (; i < r1; ++i) S[(k + i) * ld + j] -= row_times<NB>(V, i, w);
 }
 
 // Columns c0 .. c1 - 1 of S (rows k .. n - 1) <- (I - V T Vᵀ)ᵀ C, by threads u = 0 .. nt - 1 of a
@@ -1041,12 +1081,14 @@ struct RangeSync {  // warps 1 .. W - 1
     __device__ __forceinline__ void operator()() const { range_barrier(1, threads); }
 };
 
-// One block per matrix of n ≤ NP: W warps, panels of NB columns.
+// One block per matrix of n ≤ NP: W warps, panels of NB columns; the matrix in shared memory up to
+// TILED_SMEM_MAX, above it in H.
 template <int NP, int NB, int W, bool AHEAD>
 __global__ void __launch_bounds__(W * 32, 1)
 qr_tiled_kernel(const float* __restrict__ A, float* __restrict__ H, float* __restrict__ TAU, int n) {
     constexpr int RPL = NP / 32;
     constexpr int NT = W * 32;
+    constexpr bool GLOBAL = NP > TILED_SMEM_MAX;  // the matrix in H, worked on in place
     static_assert(NP % 32 == 0 && NB % 4 == 0 && NB <= 32 && (!AHEAD || W >= 2), "tiled kernel's shape");
 #ifdef QR_HOST_EMULATION
     float* smem = reinterpret_cast<float*>(dynamic_shared());
@@ -1054,18 +1096,18 @@ qr_tiled_kernel(const float* __restrict__ A, float* __restrict__ H, float* __res
     extern __shared__ float4 smem4[];
     float* smem = reinterpret_cast<float*>(smem4);
 #endif
-    const int ld = n | 1;
-    float* S = smem;
-    float* V = S + round4(n * ld);
+    const size_t base = (size_t)blockIdx.x * n * n;
+    const int ld = GLOBAL ? n : n | 1;
+    float* S = GLOBAL ? H + base : smem;
+    float* V = GLOBAL ? smem : S + round4(n * ld);
     float* T = V + 2 * NP * (NB + 4);
     float* Wp = T + 2 * NB * NB;
     float* tau_all = Wp + NT * NB;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const size_t base = (size_t)blockIdx.x * n * n;
     const float* a = A + base;
     for (int i = warp; i < n; i += W)
         for (int j = lane; j < n; j += 32) S[i * ld + j] = __ldg(a + (size_t)i * n + j);
-    __syncthreads();
+    __syncthreads();  // (global memory too: a block's barrier orders its threads' accesses to both)
     if (AHEAD) {
         if (warp == 0) tiled_panel<RPL, NB>(S, ld, 0, n, V, T, tau_all, lane);
         __syncthreads();
@@ -1093,9 +1135,11 @@ qr_tiled_kernel(const float* __restrict__ A, float* __restrict__ H, float* __res
             __syncthreads();
         }
     }
-    float* h = H + base;
-    for (int i = warp; i < n; i += W)
-        for (int j = lane; j < n; j += 32) h[(size_t)i * n + j] = S[i * ld + j];
+    if (!GLOBAL) {
+        float* h = H + base;
+        for (int i = warp; i < n; i += W)
+            for (int j = lane; j < n; j += 32) h[(size_t)i * n + j] = S[i * ld + j];
+    }
     for (int i = tid; i < n; i += NT) TAU[(size_t)blockIdx.x * n + i] = tau_all[i];
 }
 """
@@ -1126,11 +1170,13 @@ _PANEL_KERNELS = (
 )
 # The tiled kernel: (NP, NB, W, AHEAD) for n ≤ NP, panels of NB columns, W warps, AHEAD 1 with
 # look-ahead (PARAMS["tiled_<NP>"] = "NBxW" or "NBxWa").  Warp 0 holds a panel in NB x NP / 32
-# registers a lane, so NB = 16 at NP = 192 needs W ≤ 8 (255 registers a thread).
+# registers a lane, so NB = 16 at NP = 192 needs W ≤ 8 (255 registers a thread).  The 384 class
+# (193 ≤ n ≤ 384) is this kernel's alone: with it "off" the file calls torch.geqrf there.
 _TILED_KERNELS = (
     (64, 8, 4, 1), (64, 16, 4, 1),
     (128, 8, 8, 1), (128, 16, 8, 1),
     (192, 16, 8, 0), (192, 16, 8, 1), (192, 8, 8, 1), (192, 8, 16, 1), (192, 16, 4, 1),
+    (384, 8, 8, 1), (384, 4, 8, 1), (384, 8, 4, 1),
 )
 _TILED_CLASSES = tuple(sorted({k[0] for k in _TILED_KERNELS}))
 # The group kernels' size classes (n ≤ NP), smallest first.
@@ -1206,7 +1252,7 @@ std::tuple<at::Tensor, at::Tensor> qr(at::Tensor A, int64_t key, int64_t staged)
                 "qr: A must be a batch x n x n float32 CUDA tensor");
     A = A.contiguous();
     const int64_t n = A.size(2);
-    TORCH_CHECK(n >= 1 && n <= 192, "qr: n must be in [1, 192], got ", n);
+    TORCH_CHECK(n >= 1 && n <= 384, "qr: n must be in [1, 384], got ", n);
     auto H = at::empty_like(A);
     auto tau = at::empty({A.size(0), n}, A.options());
     if (A.size(0) == 0) return {H, tau};
@@ -1280,6 +1326,8 @@ def _key(n: int) -> int:
                 g, cpt = (int(x) for x in layout.split("x"))
                 return _group_key(np_, g, cpt)
             break
+    if n > 192:
+        return -1  # no other kernel of this file: torch.geqrf
     rpl = (n + 31) // 32
     return rpl * 100 + PARAMS["warps_%d" % (32 * rpl)]
 
@@ -1291,5 +1339,7 @@ def custom_kernel(A: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     key = _KEYS.get(n)
     if key is None:
         key = _KEYS[n] = _key(n)
+    if key < 0:
+        return torch.geqrf(A)
     extension = _EXTENSIONS.get(A.get_device()) or _extension(A.device)
     return extension.qr(A, key, 1 if PARAMS["staged_stores"] else 0)
