@@ -35,6 +35,11 @@ if base and cands and min(cands)[0] < 0.97 * base:
     print(spec[min(cands)[1]])
 PY
 }
+timeout 400 python3 -c "
+import importlib.util, torch
+spec = importlib.util.spec_from_file_location('f', '$F'); f = importlib.util.module_from_spec(spec); spec.loader.exec_module(f)
+f._extension(torch.device('cuda'))" > "$OUT/build.txt" 2>&1
+stamp "built cuda_onchip: exit $?"
 probe tiled_probe_176.txt $F 40x176 base $v176
 probe tiled_probe_352.txt $F 40x352 $v352
 probe lookahead_352.txt kernels/families/files/lookahead_split.py 40x352 base
