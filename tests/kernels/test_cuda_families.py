@@ -247,6 +247,29 @@ def test_onchip_group_kernels_compile_for_sm90_and_the_defaults_do_not_spill(tmp
             assert spill_loads == 0, f"kernel <{args}> spills {spill_loads} bytes ({registers} registers)"
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc on this machine: the device code is compiled "
+                    "on the GPU machine only")
+def test_onchip_tiled_kernels_compile_for_sm90_and_the_defaults_do_not_spill(tmp_path):
+    """Every tiled kernel the switch launches compiles for sm_90; the one the defaults launch for each
+    class keeps its panel in registers (warp 0's panel is NB x NP / 32 floats a lane)."""
+    module = _module("cuda_onchip", tmp_path)
+    names = [f"qr_tiled_kernel<{np_}, {nb}, {w}, {'true' if ahead else 'false'}>"
+             for np_, nb, w, ahead in module._TILED_KERNELS]
+    report = {}
+    for name, usage in _ptxas_entries(module, names, tmp_path / "tiled.cu").items():
+        if "15qr_tiled_kernel" in name:
+            ahead = re.search(r"Lb([01])E", name)
+            assert ahead, name
+            report[tuple(int(x) for x in re.findall(r"Li(\d+)E", name)) + (int(ahead.group(1)),)] = usage
+    assert set(report) == set(module._TILED_KERNELS)
+    switch = _switch_keys(module)
+    for np_ in module._TILED_CLASSES:
+        key = module._key(np_)
+        if module.PARAMS["tiled_%d" % np_] != "off":
+            registers, spill_loads = report[switch[key]]
+            assert spill_loads == 0, f"tiled kernel <{switch[key]}> spills {spill_loads} bytes ({registers} registers)"
+
+
 @pytest.mark.parametrize("name, listed, key", [("cuda_blocked", "_PANEL_KERNELS", r"case (\d+)LL"),
                                                ("cuda_onchip", "_KERNELS", r"case (\d+):")])
 def test_the_host_dispatch_is_generated_from_the_files_kernel_list(tmp_path, name, listed, key):
