@@ -961,7 +961,33 @@ __device__ __forceinline__ void tiled_panel(float* S, int ld, int k, int n, floa
 // Column j of C (S's rows k + r0 .. k + r1 - 1) against the panel's V: w += Vᵀ C_j over those rows.
 // Rows go in batches of ROWS, loaded before any is used: from global memory (the classes above
 // TILED_SMEM_MAX) one load in flight a warp would leave it waiting on L2 every row.
-constexpr int ROWS = 4;
+template <bool GLOBAL>
+constexpr int ROWS = GLOBAL ? 8 : 4;
+
+// n x n floats from src (rows lds apart) to dst (rows ldd apart) by a block of W warps: a warp a row,
+// BATCH rows a warp loaded before any is stored (a load then its store, row after row, would keep one
+// load in flight a warp).
+template <int W, int CT, int BATCH>
+__device__ __forceinline__ void copy_matrix(const float* src, int lds, float* dst, int ldd, int n, int warp,
+                                            int lane) {
+    for (int i0 = warp; i0 < n; i0 += W * BATCH) {
+        float x[BATCH][CT];
+#pragma unroll
+        for (int r = 0; r < BATCH; ++r)
+#pragma unroll
+            for (int t = 0; t < CT; ++t) {
+                const int i = i0 + W * r, j = lane + 32 * t;
+                x[r][t] = (i < n && j < n) ? src[(size_t)i * lds + j] : 0.f;
+            }
+#pragma unroll
+        for (int r = 0; r < BATCH; ++r)
+#pragma unroll
+            for (int t = 0; t < CT; ++t) {
+                const int i = i0 + W * r, j = lane + 32 * t;
+                if (i < n && j < n) dst[(size_t)i * ldd + j] = x[r][t];
+            }
+    }
+}
 
 template <int NB>
 __device__ __forceinline__ void add_row(const float* V, int i, float c, float (&w)[NB]) {
@@ -976,7 +1002,7 @@ __device__ __forceinline__ void add_row(const float* V, int i, float c, float (&
     }
 }
 
-template <int NB>
+template <int NB, int ROWS>
 __device__ __forceinline__ void partial_w(const float* S, int ld, int k, int j, int r0, int r1, const float* V,
                                           float (&w)[NB]) {
     int i = r0;
@@ -1007,7 +1033,7 @@ __device__ __forceinline__ float row_times(const float* V, int i, const float (&
 }
 
 // w <- Tᵀ w (T upper), then C_j's rows r0 .. r1 - 1 -= V w.
-template <int NB>
+template <int NB, int ROWS>
 __device__ __forceinline__ void apply_w(float* S, int ld, int k, int j, int r0, int r1, const float* V, const float* T,
                                         float (&w)[NB]) {
 #pragma unroll
@@ -1028,11 +1054,14 @@ __device__ __forceinline__ void apply_w(float* S, int ld, int k, int j, int r0, 
     for (; i < r1; ++i) S[(k + i) * ld + j] -= row_times<NB>(V, i, w);
 }
 
+// Each chunk's partial Vᵀ C is summed by every thread of its column, one after the other.
+constexpr int MAX_CHUNKS = 8;
+
 // Columns c0 .. c1 - 1 of S (rows k .. n - 1) <- (I - V T Vᵀ)ᵀ C, by threads u = 0 .. nt - 1 of a
 // range: a thread a column where there are as many columns as threads, else each column's rows in
-// nt / (c1 - c0) chunks whose partial Vᵀ C meet in Wp (sync: the range's barrier, called once by
+// up to nt / (c1 - c0) chunks whose partial Vᵀ C meet in Wp (sync: the range's barrier, called once by
 // every thread of the range, or never).
-template <int NB, class Sync>
+template <int NB, int ROWS, class Sync>
 __device__ __forceinline__ void tiled_update(float* S, int ld, int k, int n, int c0, int c1, const float* V,
                                              const float* T, float* Wp, int u, int nt, Sync sync) {
     const int m = n - k, nc = c1 - c0;
@@ -1042,12 +1071,12 @@ __device__ __forceinline__ void tiled_update(float* S, int ld, int k, int n, int
         for (int j = c0 + u; j < c1; j += nt) {
 #pragma unroll
             for (int o = 0; o < NB; ++o) w[o] = 0.f;
-            partial_w<NB>(S, ld, k, j, 0, m, V, w);
-            apply_w<NB>(S, ld, k, j, 0, m, V, T, w);
+            partial_w<NB, ROWS>(S, ld, k, j, 0, m, V, w);
+            apply_w<NB, ROWS>(S, ld, k, j, 0, m, V, T, w);
         }
         return;
     }
-    const int chunks = nt / nc;
+    const int chunks = min(nt / nc, MAX_CHUNKS);
     const int col = u % nc, ch = u / nc;
     const bool act = ch < chunks;
     const int step = (m + chunks - 1) / chunks;
@@ -1056,7 +1085,7 @@ __device__ __forceinline__ void tiled_update(float* S, int ld, int k, int n, int
 #pragma unroll
     for (int o = 0; o < NB; ++o) w[o] = 0.f;
     if (act) {
-        partial_w<NB>(S, ld, k, j, r0, r1, V, w);
+        partial_w<NB, ROWS>(S, ld, k, j, r0, r1, V, w);
 #pragma unroll
         for (int o = 0; o < NB; ++o) Wp[(ch * NB + o) * nc + col] = w[o];
     }
@@ -1068,7 +1097,7 @@ __device__ __forceinline__ void tiled_update(float* S, int ld, int k, int n, int
             for (int h = 0; h < chunks; ++h) x += Wp[(h * NB + o) * nc + col];
             w[o] = x;
         }
-        apply_w<NB>(S, ld, k, j, r0, r1, V, T, w);
+        apply_w<NB, ROWS>(S, ld, k, j, r0, r1, V, T, w);
     }
 }
 
@@ -1104,9 +1133,7 @@ qr_tiled_kernel(const float* __restrict__ A, float* __restrict__ H, float* __res
     float* Wp = T + 2 * NB * NB;
     float* tau_all = Wp + NT * NB;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const float* a = A + base;
-    for (int i = warp; i < n; i += W)
-        for (int j = lane; j < n; j += 32) S[i * ld + j] = __ldg(a + (size_t)i * n + j);
+    copy_matrix<W, RPL, 4>(A + base, n, S, ld, n, warp, lane);
     __syncthreads();  // (global memory too: a block's barrier orders its threads' accesses to both)
     if (AHEAD) {
         if (warp == 0) tiled_panel<RPL, NB>(S, ld, 0, n, V, T, tau_all, lane);
@@ -1117,13 +1144,14 @@ qr_tiled_kernel(const float* __restrict__ A, float* __restrict__ H, float* __res
             const float* Tc = T + buf * NB * NB;
             const int next = k + NB;
             // the next panel's columns first, by every warp
-            tiled_update<NB>(S, ld, k, n, next, min(n, next + NB), Vc, Tc, Wp, tid, NT, BlockSync{});
+            tiled_update<NB, ROWS<GLOBAL>>(S, ld, k, n, next, min(n, next + NB), Vc, Tc, Wp, tid, NT, BlockSync{});
             __syncthreads();
             if (next >= n) break;
             if (warp == 0)
                 tiled_panel<RPL, NB>(S, ld, next, n, V + (buf ^ 1) * NP * (NB + 4), T + (buf ^ 1) * NB * NB, tau_all, lane);
             else
-                tiled_update<NB>(S, ld, k, n, next + NB, n, Vc, Tc, Wp, tid - 32, NT - 32, RangeSync{NT - 32});
+                tiled_update<NB, ROWS<GLOBAL>>(S, ld, k, n, next + NB, n, Vc, Tc, Wp, tid - 32, NT - 32,
+                                               RangeSync{NT - 32});
             __syncthreads();
             buf ^= 1;
         }
@@ -1131,15 +1159,11 @@ qr_tiled_kernel(const float* __restrict__ A, float* __restrict__ H, float* __res
         for (int k = 0; k < n; k += NB) {
             if (warp == 0) tiled_panel<RPL, NB>(S, ld, k, n, V, T, tau_all, lane);
             __syncthreads();
-            tiled_update<NB>(S, ld, k, n, k + NB, n, V, T, Wp, tid, NT, BlockSync{});
+            tiled_update<NB, ROWS<GLOBAL>>(S, ld, k, n, k + NB, n, V, T, Wp, tid, NT, BlockSync{});
             __syncthreads();
         }
     }
-    if (!GLOBAL) {
-        float* h = H + base;
-        for (int i = warp; i < n; i += W)
-            for (int j = lane; j < n; j += 32) h[(size_t)i * n + j] = S[i * ld + j];
-    }
+    if (!GLOBAL) copy_matrix<W, RPL, 4>(S, ld, H + base, n, n, warp, lane);
     for (int i = tid; i < n; i += NT) TAU[(size_t)blockIdx.x * n + i] = tau_all[i];
 }
 """
