@@ -174,9 +174,12 @@ def test_one_simulated_gpu_keeps_the_recorded_runs_pace(tmp_path):
     compile wait an evaluation), so that what many simulated GPUs show is not an artefact of the model.
     Over five seeds: a seed's draws depend on the candidates' ids, so on the family files' text, and
     one seed in about twenty spends a tenth of the run waiting for compiles (0.90-1.00 over ten
-    seeds, mean 0.97-0.99, with two versions of the files)."""
+    seeds, mean 0.97-0.99, with two versions of the files); the evaluations of one seed range over
+    about ±6% of their mean (219-244, mean 234, over ten seeds with the tiled kernel's files), so each
+    seed is held to ±16% of run m's 250 and their mean to ±10%."""
     paces = [_recorded_runs_pace(tmp_path / str(seed), seed) for seed in range(1, 6)]
     for at in paces:
-        assert 225 <= at["evaluations"] <= 275, paces
+        assert 210 <= at["evaluations"] <= 290, paces
         assert at["busy"] >= 0.85, paces
+    assert 225 <= sum(at["evaluations"] for at in paces) / len(paces) <= 275, paces
     assert sum(at["busy"] for at in paces) / len(paces) >= 0.95, paces
