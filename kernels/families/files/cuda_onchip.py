@@ -69,7 +69,6 @@ PARAMS = {
     'groups_176': 'off',
     'groups_192': 'off',
     'staged_stores': True,
-    'tiled_64': 'off',
     'tiled_128': 'off',
     'tiled_192': 'off',
     'tiled_384': 'off',
@@ -102,10 +101,9 @@ SPACE = {
     "groups_176": ["off", "8x4", "16x8", "16x11", "8k2x2", "8k4x1", "16k4x2"],
     "groups_192": ["off", "8x6", "16x8", "16x12", "8k4x1"],
     "staged_stores": [False, True],
-    "tiled_64": ["off", "8x4a", "16x4a"],
-    "tiled_128": ["off", "8x8a", "16x8a"],
-    "tiled_192": ["off", "16x8", "16x8a", "8x8a", "8x16a", "16x4a"],
-    "tiled_384": ["off", "8x8a", "4x8a", "8x4a"],
+    "tiled_128": ["off", "8x8a"],
+    "tiled_192": ["off", "8x8a"],
+    "tiled_384": ["off", "8x8a"],
 }
 # qrsearch: end space
 
@@ -1196,12 +1194,10 @@ _PANEL_KERNELS = (
 # look-ahead (PARAMS["tiled_<NP>"] = "NBxW" or "NBxWa").  Warp 0 holds a panel in NB x NP / 32
 # registers a lane, so NB = 16 at NP = 192 needs W ≤ 8 (255 registers a thread).  The 384 class
 # (193 ≤ n ≤ 384) is this kernel's alone: with it "off" the file calls torch.geqrf there.
-_TILED_KERNELS = (
-    (64, 8, 4, 1), (64, 16, 4, 1),
-    (128, 8, 8, 1), (128, 16, 8, 1),
-    (192, 16, 8, 0), (192, 16, 8, 1), (192, 8, 8, 1), (192, 8, 16, 1), (192, 16, 4, 1),
-    (384, 8, 8, 1), (384, 4, 8, 1), (384, 8, 4, 1),
-)
+# Each instantiation is about seven seconds of nvcc (fully unrolled panels); the shapes measured
+# slower (16-column panels, 4 or 16 warps, no look-ahead: kernels/BENCHMARKS.md#onchip-tiled) are
+# not built.
+_TILED_KERNELS = ((128, 8, 8, 1), (192, 8, 8, 1), (384, 8, 8, 1))
 _TILED_CLASSES = tuple(sorted({k[0] for k in _TILED_KERNELS}))
 # The group kernels' size classes (n ≤ NP), smallest first.
 _GROUP_CLASSES = tuple(sorted({np_ for np_, _, _ in _GROUP_KERNELS} | {k[0] for k in _PANEL_KERNELS}))
