@@ -785,16 +785,18 @@ qr_panels_kernel(const float* __restrict__ A, float* __restrict__ H, float* __re
         }
     for (int i = threadIdx.x; i < n; i += blockDim.x) TAU[(size_t)blockIdx.x * n + i] = tau_all[i];
 }
-// ---- The tiled layout: panels of NB columns on one warp, the matrix in shared memory ----
+
+// ---- The tiled layout: panels of NB columns on one warp, the rest as small matrix products ----
 //
 // The layouts above walk n reflectors each a step of the whole block (a barrier, and every open
 // column's dot product); at 40x176 half the warps wait at each barrier.  Here warp 0 factors NB
 // columns at a time from its registers (lane l: the panel's rows l + 32 s), a column's dot products
-// with the rest of the panel in one butterfly, and builds the panel's T (V = I - V T Vᵀ's) from the
-// same butterflies (v_c·v_j for the columns before j); then every warp updates the trailing matrix,
-// C <- (I - V T Vᵀ)ᵀ C, as small matrix products out of shared memory (a thread a column, or a
-// column's rows in chunks).  With look-ahead (AHEAD) the next panel's columns are updated first, and
-// warp 0 factors them while the other warps update the rest.
+// with the rest of the panel in one butterfly, and builds the panel's T (its reflectors' product is
+// I - V T Vᵀ) from the same butterflies (v_c·v_j for the columns before j); then every warp updates
+// the trailing matrix, C <- (I - V T Vᵀ)ᵀ C, as small matrix products (a thread a column, or a
+// column's rows in chunks) out of shared memory, or out of H where the matrix does not fit there.
+// With look-ahead (AHEAD) the next panel's columns are updated first, and warp 0 factors them while
+// the other warps update the rest.
 
 #ifdef QR_HOST_EMULATION
 __device__ __forceinline__ void range_barrier(int id, int threads) { named_barrier(id, threads); }
@@ -811,9 +813,9 @@ __host__ __device__ constexpr int round4(int x) { return (x + 3) / 4 * 4; }
 constexpr int TILED_SMEM_MAX = 192;
 
 // Dynamic shared memory of the tiled kernel, in floats: the matrix where it fits (n rows, ld = n | 1
-// apart: an odd stride puts a lane-per-row access in 32 banks), V (rows nb + 4 apart: eight lanes' float4 stores in
-// different banks) and T twice (the look-ahead's panel is built
-// beside the update that reads the last one), the chunks' partial products, tau.
+// apart: an odd stride puts a lane-per-row access in 32 banks), V (rows nb + 4 apart: eight lanes'
+// float4 stores in different banks) and T twice (the look-ahead's panel is built beside the update
+// that reads the last one), the chunks' partial products, tau.
 __host__ __device__ constexpr int tiled_floats(int n, int np, int nb, int threads) {
     return (np > TILED_SMEM_MAX ? 0 : round4(n * (n | 1))) + 2 * np * (nb + 4) + 2 * nb * nb + threads * nb + np;
 }
@@ -956,9 +958,8 @@ __device__ __forceinline__ void tiled_panel(float* S, int ld, int k, int n, floa
         for (int c = 0; c < NB; ++c) T[lane * NB + c] = trow[c];
 }
 
-// Column j of C (S's rows k + r0 .. k + r1 - 1) against the panel's V: w += Vᵀ C_j over those rows.
-// Rows go in batches of ROWS, loaded before any is used: from global memory (the classes above
-// TILED_SMEM_MAX) one load in flight a warp would leave it waiting on L2 every row.
+// The update's rows go in batches of ROWS, loaded before any is used: from global memory (the classes
+// above TILED_SMEM_MAX) one load in flight a warp would leave it waiting on L2 every row.
 template <bool GLOBAL>
 constexpr int ROWS = GLOBAL ? 8 : 4;
 
@@ -1000,6 +1001,7 @@ __device__ __forceinline__ void add_row(const float* V, int i, float c, float (&
     }
 }
 
+// Column j of C (S's rows k + r0 .. k + r1 - 1) against the panel's V: w += Vᵀ C_j over those rows.
 template <int NB, int ROWS>
 __device__ __forceinline__ void partial_w(const float* S, int ld, int k, int j, int r0, int r1, const float* V,
                                           float (&w)[NB]) {
