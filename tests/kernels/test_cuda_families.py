@@ -217,10 +217,10 @@ def test_onchip_every_assignment_has_a_kernel(tmp_path):
             args = switch[key]
             holds = 32 * args[0] if len(args) == 2 else args[0]
             assert n <= holds, (params, n, args)
-            if tiled != "off":
-                assert key == module._tiled_key(*args) and args[1:] == (int(tiled.rstrip("a").split("x")[0]),
-                                                                         int(tiled.rstrip("a").split("x")[1]),
-                                                                         int(tiled.endswith("a"))), (params, n, args)
+            if tiled != "off":  # "NBxW" or "NBxWa": the tiled kernel of n's class, whatever the groups say
+                nb, warps = (int(x) for x in tiled.rstrip("a").split("x"))
+                assert key == module._tiled_key(*args) and args[1:] == (nb, warps, int(tiled.endswith("a"))), \
+                    (params, n, args)
                 continue
             group_class = next(c for c in module._GROUP_CLASSES if n <= c)
             layout = params["groups_%d" % group_class]
