@@ -217,10 +217,9 @@ def test_onchip_every_assignment_has_a_kernel(tmp_path):
             args = switch[key]
             holds = 32 * args[0] if len(args) == 2 else args[0]
             assert n <= holds, (params, n, args)
-            if tiled != "off":  # "NBxW" or "NBxWa": the tiled kernel of n's class, whatever the groups say
-                nb, warps = (int(x) for x in tiled.rstrip("a").split("x"))
-                assert key == module._tiled_key(*args) and args[1:] == (nb, warps, int(tiled.endswith("a"))), \
-                    (params, n, args)
+            if tiled != "off":  # "NBxW": the tiled kernel of n's class, whatever the groups say
+                nb, warps = (int(x) for x in tiled.split("x"))
+                assert key == module._tiled_key(*args) and args[1:] == (nb, warps), (params, n, args)
                 continue
             group_class = next(c for c in module._GROUP_CLASSES if n <= c)
             layout = params["groups_%d" % group_class]
@@ -253,14 +252,8 @@ def test_onchip_tiled_kernels_compile_for_sm90_and_the_defaults_do_not_spill(tmp
     """Every tiled kernel the switch launches compiles for sm_90; the one the defaults launch for each
     class keeps its panel in registers (warp 0's panel is NB x NP / 32 floats a lane)."""
     module = _module("cuda_onchip", tmp_path)
-    names = [f"qr_tiled_kernel<{np_}, {nb}, {w}, {'true' if ahead else 'false'}>"
-             for np_, nb, w, ahead in module._TILED_KERNELS]
-    report = {}
-    for name, usage in _ptxas_entries(module, names, tmp_path / "tiled.cu").items():
-        if "15qr_tiled_kernel" in name:
-            ahead = re.search(r"Lb([01])E", name)
-            assert ahead, name
-            report[tuple(int(x) for x in re.findall(r"Li(\d+)E", name)) + (int(ahead.group(1)),)] = usage
+    report = _ptxas_report(module, [f"qr_tiled_kernel<{', '.join(map(str, k))}>" for k in module._TILED_KERNELS],
+                           tmp_path / "tiled.cu")
     assert set(report) == set(module._TILED_KERNELS)
     switch = _switch_keys(module)
     for np_ in module._TILED_CLASSES:

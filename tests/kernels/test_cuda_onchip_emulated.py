@@ -39,11 +39,10 @@ def _driver(module) -> str:
     cases += "".join(case(module._panel_key(np_, g, k, cpb), g * -(-(np_ // k) // cpb),
                           f"qr_panels_kernel<{np_}, {g}, {k}, {cpb}>")
                      for np_, g, k, cpb in module._PANEL_KERNELS)
-    cases += "".join(f"        case {module._tiled_key(np_, nb, w, ahead)}: emu::launch_serial(dim3{{(unsigned)batch, 1, 1}},"
+    cases += "".join(f"        case {module._tiled_key(np_, nb, w)}: emu::launch_serial(dim3{{(unsigned)batch, 1, 1}},"
                      f" {32 * w}, tiled_floats(n, {np_}, {nb}, {32 * w}) * sizeof(float),"
-                     f" [&] {{ qr_tiled_kernel<{np_}, {nb}, {w}, {'true' if ahead else 'false'}>(A, H, tau, n); }});"
-                     " return 0;\n"
-                     for np_, nb, w, ahead in module._TILED_KERNELS)
+                     f" [&] {{ qr_tiled_kernel<{np_}, {nb}, {w}>(A, H, tau, n); }}); return 0;\n"
+                     for np_, nb, w in module._TILED_KERNELS)
     # A watchdog: shuffles in divergent code (a real bug on the GPU too) wait forever here, and a hung
     # test would hold CI to its limit; it aborts the process after a minute instead.
     return ("#include <chrono>\n#include <cstdio>\n"
@@ -72,13 +71,15 @@ def onchip(tmp_path_factory):
     return module, lib
 
 
-def _factor(onchip, a: torch.Tensor, kernel: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+def _factor(onchip, a: torch.Tensor, kernel: tuple) -> tuple[torch.Tensor, torch.Tensor]:
     module, lib = onchip
     a = a.contiguous()
     batch, n = a.shape[0], a.shape[-1]
     h, tau = torch.full_like(a, float("nan")), torch.full((batch, n), float("nan"))
-    key = {3: module._group_key, 4: module._panel_key}[len(kernel)](*kernel) if len(kernel) < 5 else \
-        module._tiled_key(*kernel[1:])
+    if kernel[0] == "tiled":
+        key = module._tiled_key(*kernel[1:])
+    else:
+        key = module._group_key(*kernel) if len(kernel) == 3 else module._panel_key(*kernel)
     assert lib.run_groups(a.data_ptr(), h.data_ptr(), tau.data_ptr(), batch, n, key) == 0
     return h, tau
 
@@ -135,12 +136,12 @@ def test_panel_kernel_factors_every_profile(onchip, kernel):
         _factors_every_profile(onchip, kernel, n)
 
 
-@pytest.mark.parametrize("kernel", _listing()._TILED_KERNELS, ids=lambda k: "np%d-nb%d-w%d-a%d" % k)
+@pytest.mark.parametrize("kernel", _listing()._TILED_KERNELS, ids=lambda k: "np%d-nb%d-w%d" % k)
 def test_tiled_kernel_factors_every_profile(onchip, kernel):
     """Panels of NB columns: every profile at the class's full width (an even n: rows n + 1 apart in
     shared memory), at an odd width whose last panel is partial, and at a width inside one panel;
     the matrix in shared memory up to 192, in H above."""
-    np_, nb, w, ahead = kernel
+    np_, nb, _ = kernel
     # (the classes above 192 keep the matrix in H; their full width takes minutes on CPU threads)
     for n in ((np_, np_ - nb - 3, nb - 1) if np_ <= 192 else (np_ - nb - 3, nb - 1)):
         _factors_every_profile(onchip, ("tiled", *kernel), n)

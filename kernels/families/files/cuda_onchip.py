@@ -32,8 +32,8 @@ at 40x176 both forms are slower (kernels/BENCHMARKS.md#onchip-groups).
 A third layout, the tiled kernel, is blocked: warp 0 factors NB columns at a time from its
 registers (a column's dot products with the rest of the panel in one butterfly, which also gives
 the panel's T), then every warp updates the trailing matrix with the panel's block reflector as small
-matrix products out of shared memory, optionally looking one panel ahead (warp 0 factors the next
-panel while the others update the rest).  Up to n = 192 the matrix lives in shared memory; from 193
+matrix products out of shared memory, looking one panel ahead (warp 0 factors the next panel while
+the others update the rest).  Up to n = 192 the matrix lives in shared memory; from 193
 to 384 in H itself (L2 holds a batch of 40 of them), which is the only kernel of this file there.
 
 Meant for small n (20x32, 40x176, 40x352), where launch overhead and the serial chain
@@ -41,7 +41,7 @@ of n reflectors dominate.  Registers bound the first two layouts: n ≤ 192.  Th
 block has for each size class of the lane-per-row kernel (PARAMS["warps_<32·RPL>"]), the
 group kernel's layout for each of its classes (PARAMS["groups_<NP>"]: "GxCPT", "GkKxCPB" with
 K-column panels, or "off" for the lane-per-row kernel) and the tiled kernel's (PARAMS["tiled_<NP>"]:
-"NBxW", "NBxWa" with look-ahead, or "off"); a call reads PARAMS through _KEYS, a cache
+"NBxW", or "off"); a call reads PARAMS through _KEYS, a cache
 of the kernel per n that whoever changes PARAMS in place clears.  Above PARAMS["max_n"], or without
 CUDA, the file calls torch.geqrf.  Measured times: kernels/BENCHMARKS.md.  The build is cached
 by a hash of the source and target in TORCH_EXTENSIONS_DIR (first call on a new source: about a
@@ -82,8 +82,8 @@ PARAMS = {
 # registers within one SM (ptxas on sm_90: the panel forms at 160-192 spill 156-1572 bytes and
 # 176's 8x4 52; kept in the space as they measured, kernels/BENCHMARKS.md#onchip-groups); whether the
 # lane-per-row kernel writes H row by row through shared memory (staged_stores) or from its registers;
-# for the tiled kernel's classes "off" or "NBxW" (panels of NB columns, W warps; "a": look-ahead),
-# the shapes _TILED_KERNELS instantiates.
+# for the tiled kernel's classes "off" or "NBxW" (panels of NB columns, W warps), the shapes
+# _TILED_KERNELS instantiates.
 # qrsearch: space
 SPACE = {
     "max_n": [32, 64, 128, 192, 384],
@@ -101,9 +101,9 @@ SPACE = {
     "groups_176": ["off", "8x4", "16x8", "16x11", "8k2x2", "8k4x1", "16k4x2"],
     "groups_192": ["off", "8x6", "16x8", "16x12", "8k4x1"],
     "staged_stores": [False, True],
-    "tiled_128": ["off", "8x8a"],
-    "tiled_192": ["off", "8x8a"],
-    "tiled_384": ["off", "8x8a"],
+    "tiled_128": ["off", "8x8"],
+    "tiled_192": ["off", "8x8"],
+    "tiled_384": ["off", "8x8"],
 }
 # qrsearch: end space
 
@@ -795,7 +795,7 @@ qr_panels_kernel(const float* __restrict__ A, float* __restrict__ H, float* __re
 // I - V T Vᵀ) from the same butterflies (v_c·v_j for the columns before j); then every warp updates
 // the trailing matrix, C <- (I - V T Vᵀ)ᵀ C, as small matrix products (a thread a column, or a
 // column's rows in chunks) out of shared memory, or out of H where the matrix does not fit there.
-// With look-ahead (AHEAD) the next panel's columns are updated first, and warp 0 factors them while
+// Looking one panel ahead, the next panel's columns are updated first, and warp 0 factors them while
 // the other warps update the rest.
 
 #ifdef QR_HOST_EMULATION
@@ -1110,15 +1110,15 @@ struct RangeSync {  // warps 1 .. W - 1
     __device__ __forceinline__ void operator()() const { range_barrier(1, threads); }
 };
 
-// One block per matrix of n ≤ NP: W warps, panels of NB columns; the matrix in shared memory up to
-// TILED_SMEM_MAX, above it in H.
-template <int NP, int NB, int W, bool AHEAD>
+// One block per matrix of n ≤ NP: W warps, panels of NB columns, looking one panel ahead; the matrix
+// in shared memory up to TILED_SMEM_MAX, above it in H.
+template <int NP, int NB, int W>
 __global__ void __launch_bounds__(W * 32, 1)
 qr_tiled_kernel(const float* __restrict__ A, float* __restrict__ H, float* __restrict__ TAU, int n) {
     constexpr int RPL = NP / 32;
     constexpr int NT = W * 32;
     constexpr bool GLOBAL = NP > TILED_SMEM_MAX;  // the matrix in H, worked on in place
-    static_assert(NP % 32 == 0 && NB % 4 == 0 && NB <= 32 && (!AHEAD || W >= 2), "tiled kernel's shape");
+    static_assert(NP % 32 == 0 && NB % 4 == 0 && NB <= 32 && W >= 2, "tiled kernel's shape");
 #ifdef QR_HOST_EMULATION
     float* smem = reinterpret_cast<float*>(dynamic_shared());
 #else
@@ -1135,33 +1135,24 @@ qr_tiled_kernel(const float* __restrict__ A, float* __restrict__ H, float* __res
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     copy_matrix<W, RPL, 4>(A + base, n, S, ld, n, warp, lane);
     __syncthreads();  // (global memory too: a block's barrier orders its threads' accesses to both)
-    if (AHEAD) {
-        if (warp == 0) tiled_panel<RPL, NB>(S, ld, 0, n, V, T, tau_all, lane);
+    if (warp == 0) tiled_panel<RPL, NB>(S, ld, 0, n, V, T, tau_all, lane);
+    __syncthreads();
+    int buf = 0;
+    for (int k = 0; k < n; k += NB) {
+        const float* Vc = V + buf * NP * (NB + 4);
+        const float* Tc = T + buf * NB * NB;
+        const int next = k + NB;
+        // the next panel's columns first, by every warp
+        tiled_update<NB, ROWS<GLOBAL>>(S, ld, k, n, next, min(n, next + NB), Vc, Tc, Wp, tid, NT, BlockSync{});
         __syncthreads();
-        int buf = 0;
-        for (int k = 0; k < n; k += NB) {
-            const float* Vc = V + buf * NP * (NB + 4);
-            const float* Tc = T + buf * NB * NB;
-            const int next = k + NB;
-            // the next panel's columns first, by every warp
-            tiled_update<NB, ROWS<GLOBAL>>(S, ld, k, n, next, min(n, next + NB), Vc, Tc, Wp, tid, NT, BlockSync{});
-            __syncthreads();
-            if (next >= n) break;
-            if (warp == 0)
-                tiled_panel<RPL, NB>(S, ld, next, n, V + (buf ^ 1) * NP * (NB + 4), T + (buf ^ 1) * NB * NB, tau_all, lane);
-            else
-                tiled_update<NB, ROWS<GLOBAL>>(S, ld, k, n, next + NB, n, Vc, Tc, Wp, tid - 32, NT - 32,
-                                               RangeSync{NT - 32});
-            __syncthreads();
-            buf ^= 1;
-        }
-    } else {
-        for (int k = 0; k < n; k += NB) {
-            if (warp == 0) tiled_panel<RPL, NB>(S, ld, k, n, V, T, tau_all, lane);
-            __syncthreads();
-            tiled_update<NB, ROWS<GLOBAL>>(S, ld, k, n, k + NB, n, V, T, Wp, tid, NT, BlockSync{});
-            __syncthreads();
-        }
+        if (next >= n) break;
+        if (warp == 0)
+            tiled_panel<RPL, NB>(S, ld, next, n, V + (buf ^ 1) * NP * (NB + 4), T + (buf ^ 1) * NB * NB, tau_all, lane);
+        else
+            tiled_update<NB, ROWS<GLOBAL>>(S, ld, k, n, next + NB, n, Vc, Tc, Wp, tid - 32, NT - 32,
+                                           RangeSync{NT - 32});
+        __syncthreads();
+        buf ^= 1;
     }
     if (!GLOBAL) copy_matrix<W, RPL, 4>(S, ld, H + base, n, n, warp, lane);
     for (int i = tid; i < n; i += NT) TAU[(size_t)blockIdx.x * n + i] = tau_all[i];
@@ -1192,14 +1183,14 @@ _PANEL_KERNELS = (
     (176, 8, 2, 2), (176, 8, 4, 1), (176, 16, 4, 2),
     (192, 8, 4, 1),
 )
-# The tiled kernel: (NP, NB, W, AHEAD) for n ≤ NP, panels of NB columns, W warps, AHEAD 1 with
-# look-ahead (PARAMS["tiled_<NP>"] = "NBxW" or "NBxWa").  Warp 0 holds a panel in NB x NP / 32
+# The tiled kernel: (NP, NB, W) for n ≤ NP, panels of NB columns, W warps (PARAMS["tiled_<NP>"] =
+# "NBxW").  Warp 0 holds a panel in NB x NP / 32
 # registers a lane, so NB = 16 at NP = 192 needs W ≤ 8 (255 registers a thread).  The 384 class
 # (193 ≤ n ≤ 384) is this kernel's alone: with it "off" the file calls torch.geqrf there.
 # Each instantiation is about seven seconds of nvcc (fully unrolled panels); the shapes measured
 # slower (16-column panels, 4 or 16 warps, no look-ahead: kernels/BENCHMARKS.md#onchip-tiled) are
 # not built.
-_TILED_KERNELS = ((128, 8, 8, 1), (192, 8, 8, 1), (384, 8, 8, 1))
+_TILED_KERNELS = ((128, 8, 8), (192, 8, 8), (384, 8, 8))
 _TILED_CLASSES = tuple(sorted({k[0] for k in _TILED_KERNELS}))
 # The group kernels' size classes (n ≤ NP), smallest first.
 _GROUP_CLASSES = tuple(sorted({np_ for np_, _, _ in _GROUP_KERNELS} | {k[0] for k in _PANEL_KERNELS}))
@@ -1213,8 +1204,8 @@ def _panel_key(np_: int, g: int, k: int, cpb: int) -> int:
     return 1_000_000 + np_ * 10_000 + g * 100 + k * 10 + cpb
 
 
-def _tiled_key(np_: int, nb: int, w: int, ahead: int) -> int:
-    return 2_000_000 + np_ * 10_000 + nb * 100 + w * 2 + ahead
+def _tiled_key(np_: int, nb: int, w: int) -> int:
+    return 2_000_000 + np_ * 10_000 + nb * 100 + w
 
 
 def _dispatch() -> str:
@@ -1225,7 +1216,7 @@ def _dispatch() -> str:
                      % (_group_key(np_, g, cpt), np_, g, cpt) for np_, g, cpt in _GROUP_KERNELS)
     panels = "".join("        case %d: launch_panels<%d, %d, %d, %d>(A, H, tau, nn, stream); break;\n"
                      % (_panel_key(*k), *k) for k in _PANEL_KERNELS)
-    tiled = "".join("        case %d: launch_tiled<%d, %d, %d, %d>(A, H, tau, nn, stream); break;\n"
+    tiled = "".join("        case %d: launch_tiled<%d, %d, %d>(A, H, tau, nn, stream); break;\n"
                     % (_tiled_key(*k), *k) for k in _TILED_KERNELS)
     return rows + groups + panels + tiled
 
@@ -1256,14 +1247,14 @@ void launch_panels(const at::Tensor& A, at::Tensor& H, at::Tensor& tau, int n, c
         A.data_ptr<float>(), H.data_ptr<float>(), tau.data_ptr<float>(), n);
 }
 
-template <int NP, int NB, int W, int AHEAD>
+template <int NP, int NB, int W>
 void launch_tiled(const at::Tensor& A, at::Tensor& H, at::Tensor& tau, int n, cudaStream_t stream) {
     TORCH_CHECK(n <= NP, "qr: the tiled kernel for n <= ", NP, " got n = ", n);
     const size_t bytes = (size_t)tiled_floats(n, NP, NB, W * 32) * sizeof(float);
     if (bytes > 48 * 1024)  // set on every launch: the attribute is per device
-        C10_CUDA_CHECK(cudaFuncSetAttribute(qr_tiled_kernel<NP, NB, W, AHEAD != 0>,
+        C10_CUDA_CHECK(cudaFuncSetAttribute(qr_tiled_kernel<NP, NB, W>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    qr_tiled_kernel<NP, NB, W, AHEAD != 0><<<(unsigned)A.size(0), W * 32, bytes, stream>>>(
+    qr_tiled_kernel<NP, NB, W><<<(unsigned)A.size(0), W * 32, bytes, stream>>>(
         A.data_ptr<float>(), H.data_ptr<float>(), tau.data_ptr<float>(), n);
 }
 
@@ -1333,9 +1324,9 @@ def _key(n: int) -> int:
     for np_ in _TILED_CLASSES:
         if n <= np_:
             layout = PARAMS["tiled_%d" % np_]
-            if layout != "off":  # "NBxW", "NBxWa" with look-ahead
-                nb, w = layout.rstrip("a").split("x")
-                return _tiled_key(np_, int(nb), int(w), int(layout.endswith("a")))
+            if layout != "off":  # "NBxW"
+                nb, w = layout.split("x")
+                return _tiled_key(np_, int(nb), int(w))
             break
     for np_ in _GROUP_CLASSES:
         if n <= np_:
