@@ -66,12 +66,12 @@ __global__ void __launch_bounds__(1024 / E) probe_elems_kernel(const double* G, 
 __global__ void __launch_bounds__(32) probe_warp_kernel(const double* G, double* R, double* RI, int* ok_out, int w,
                                                        int reps) {
     const int b = blockIdx.x, j = threadIdx.x & 31;
-    double x[QB], y[QB];  // y: the identity that becomes row j of R^-1
+    double x[QB], y[QB], own_diag;  // y: the identity that becomes row j of R^-1
     bool good = true;
     for (int rep = 0; rep < reps; ++rep) {
 #pragma unroll
         for (int i = 0; i < QB; ++i) x[i] = probe_gram(G, b, i, j, w);
-        good = warp_cholesky_inverse(x, y, w, 1e-12);
+        good = warp_cholesky_inverse(x, y, w, 1e-12, own_diag);
         if (!good) break;
     }
     if (j == 0) ok_out[b] = good ? 1 : 0;

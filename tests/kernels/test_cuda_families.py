@@ -170,15 +170,16 @@ def test_blocked_cholqr_kernels_compile_for_sm90_without_spills(tmp_path):
     """The Cholesky QR leaf's kernels (and the merge's split cross product) keep their tiles in
     shared memory and registers: a spill would put a tall panel's serial chain through local memory."""
     module = _module("cuda_blocked", tmp_path)
-    passes = [f"{k}<{sweep}>" for k in ("cholqr_first_kernel", "cholqr_second_kernel") for sweep in ("false", "true")]
+    forms = ("false, 1", "true, 1", "true, 4", "true, 8")  # the solves on 1024 threads, the sweeps on 1024, 256, 128
+    passes = [f"{k}<{form}>" for k in ("cholqr_first_kernel", "cholqr_second_kernel") for form in forms]
     entries = _ptxas_entries(module, passes, tmp_path / "cholqr.cu")
     names = ("cholqr_gram_kernel", "cholqr_first_kernel", "cholqr_second_kernel", "cholqr_rows_kernel", "cross_kernel",
              "apply_rows_kernel", "cholqr_leaf_kernel", "cholqr_fallback_kernel", "narrow_update_kernel",
              "merge_kernel", "cholqr_first_warp_kernel")
-    templated = {"cholqr_first_kernel", "cholqr_second_kernel"}  # one instance per cholqr_inverse
+    templated = {"cholqr_first_kernel", "cholqr_second_kernel"}  # one instance per form
     for name in names:
         found = [usage for entry, usage in entries.items() if f"{len(name)}{name}" in entry]
-        assert len(found) == (2 if name in templated else 1), (name, sorted(entries))
+        assert len(found) == (len(forms) if name in templated else 1), (name, sorted(entries))
         for registers, spill_loads in found:
             # (8 bytes around a float64 division's slow path are no tile: the bound of the panel test)
             assert spill_loads <= 16, f"{name} spills {spill_loads} bytes ({registers} registers)"
@@ -364,7 +365,7 @@ class ReferencePanel:
         for b in range(H.shape[0]):
             tau[b, cut if not kept.numel() else min(cut, int(kept[b])):] = 0.0
 
-    def cholqr_panel(self, S, H, tau, vt, t, acc, small, flags, k, w, sweep=False) -> None:
+    def cholqr_panel(self, S, H, tau, vt, t, acc, small, flags, k, w, sweep=0, one_pass=0.0, threads=1024) -> None:
         """The Cholesky QR leaf promises what panel() does (its inverses by triangular solves or in
         the factors' sweeps alike), from workspaces sized as its host code checks, and leaves its
         Gram accumulator zero for the next leaf."""
@@ -374,6 +375,7 @@ class ReferencePanel:
         assert acc.dtype == small.dtype == torch.float64 and flags.dtype == torch.int32
         assert acc.numel() >= batch * 1024 and small.numel() >= batch * 4096 and flags.numel() >= batch
         assert not acc.any(), "the Gram accumulator must be zero when a leaf starts"
+        assert sweep in (0, 1, 2) and 0.0 <= one_pass < 1e-3 and threads in (1024, 256, 128), (sweep, one_pass, threads)
         self._factor_panel(S, H, tau, vt, t, k, w)
 
     def cholqr_leaf(self, S, H, tau, vt, t, acc, small, flags, gram, ctrl, k, w) -> None:
@@ -964,10 +966,13 @@ def test_panel_kernel_matches_the_reference_panel_on_gpu(tmp_path, params):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fused, sweep", [(False, 0), (False, 1), (False, 2), (True, 0)])
-def test_cholqr_leaf_matches_the_reference_panel_on_gpu(tmp_path, fused, sweep):
+@pytest.mark.parametrize("fused, sweep, one_pass, threads", [
+    (False, 0, 0.0, 1024), (False, 1, 0.0, 1024), (False, 2, 0.0, 1024), (True, 0, 0.0, 1024), (False, 1, 1e-7, 1024),
+    (False, 2, 1e-7, 128), (False, 0, 1e-6, 1024), (False, 1, 0.0, 256), (False, 1, 1e-7, 128)])
+def test_cholqr_leaf_matches_the_reference_panel_on_gpu(tmp_path, fused, sweep, one_pass, threads):
     """The Cholesky QR leaf on the GPU: tall and short panels, partial widths, read from the input or
-    in place.  Ordinary matrices match the reference panel; matrices whose panel is nearly dependent
+    in place.  Ordinary matrices match the reference panel (with one_pass, in one pass: the dense
+    ones' first pass bounds Q's loss well under 1e-7); matrices whose panel is nearly dependent
     (a zero column, two equal columns) are flagged, factored by the fallback and checked by the
     panel's properties (their trailing columns are rounding noise, so no two factorisations agree
     element by element)."""
@@ -996,12 +1001,14 @@ def test_cholqr_leaf_matches_the_reference_panel_on_gpu(tmp_path, fused, sweep):
             ext.cholqr_leaf(*got, acc, small, flags, gram, ctrl, k, w)
             assert not gram.any() and not ctrl.any(), "the fused leaf must leave its Grams and counters zero"
         else:
-            ext.cholqr_panel(*got, acc, small, flags, k, w, sweep)
+            ext.cholqr_panel(*got, acc, small, flags, k, w, sweep, one_pass, threads)
         assert not acc.any(), "the leaf must leave its Gram accumulator zero"
         ReferencePanel(set()).cholqr_panel(*want, acc.cpu(), small.cpu(), flags.cpu(), k, w)
-        where = f"batch={batch} n={n} k={k} w={w} {profile} fused={fused} sweep={sweep}"
+        where = f"batch={batch} n={n} k={k} w={w} {profile} fused={fused} sweep={sweep} one_pass={one_pass} threads={threads}"
+        if one_pass and profile == "dense":
+            assert flags[0].item() == 2, (where, flags.tolist())  # one pass
         # the fused leaf decides per matrix inside the launch: what it flagged shows in the properties
-        flagged = [1, 2] if fused else [i for i in range(batch) if flags[i].item()]
+        flagged = [1, 2] if fused else [i for i in range(batch) if flags[i].item() == 1]
         assert {1, 2} <= set(flagged), (where, flags.tolist())
         ordinary = [i for i in range(batch) if i not in flagged]
         assert 0 in ordinary, (where, flags.tolist())

@@ -163,6 +163,8 @@ PARAMS = {
     'cholqr_min_rows': 256,
     'cholqr_fused': False,
     'cholqr_inverse': 'sweep',
+    'cholqr_one_pass': 0.0,
+    'cholqr_threads': 1024,
     'cross_min_rows': 1024,
     'narrow_gt1024': 'split',
     'narrow_cols_gt1024': 256,
@@ -255,6 +257,14 @@ SPACE = {
     # inverses in one Gauss-Jordan sweep ("sweep": 96 steps, the fused leaf's routines), or that with
     # the first pass on one warp a matrix, the factor in registers and shuffles ("warp": no barrier).
     "cholqr_inverse": ["solve", "sweep", "warp"],
+    # The six launches' second pass (its Gram and Cholesky) skipped per matrix where the first pass
+    # bounds Q = P R1^-1's loss of orthogonality (Q in float64: about u64 (m w + w^2) κ_F², κ_F of the
+    # column-equilibrated panel from R1 and R1^-1) by this tolerance; 0: always two passes.
+    "cholqr_one_pass": [0.0, 1e-8, 1e-7, 1e-6],
+    # The block of the six launches' single-block 32x32 sweeps (sweep and warp modes): 1024 threads of
+    # an element each, a barrier a step across 32 warps, or 256 / 128 of four / eight elements, whose
+    # barriers wait for fewer warps but whose steps do more work a thread.
+    "cholqr_threads": [1024, 256, 128],
     "cross_min_rows": [256, 512, 1024, 4096],
     # Updates of at most narrow_cols_gt1024 columns above n = 1024 (inside a block, and the last
     # ones): "split" computes VᵀC split over the rows and C -= V·(TᵀW) by row chunks in exact FP32 on
@@ -705,6 +715,8 @@ panel_kernel(const float* S, float* H, float* __restrict__ TAU, float* __restric
 constexpr int QB = 32;        // widest leaf
 constexpr int QL = QB + 1;    // odd row stride of the float64 tiles
 constexpr int GROWS = 64;     // rows of a Gram or row-kernel chunk
+// A leaf's flag per matrix: two passes, the column-by-column fallback, or one pass (one_pass_suffices).
+constexpr int LEAF_TWO_PASSES = 0, LEAF_FALLBACK = 1, LEAF_ONE_PASS = 2;
 
 // Partial Gram X_cᵀX_c of the panel's rows chunk*GROWS.. (X = P, or P·M with M the first pass's
 // R^-1) added into acc (float64, 1024 a matrix, upper triangle; zeroed by its reader); 256 threads,
@@ -712,7 +724,7 @@ constexpr int GROWS = 64;     // rows of a Gram or row-kernel chunk
 __global__ void __launch_bounds__(256) cholqr_gram_kernel(const float* S, int n, int k, int w, const double* M,
                                                           long long mstride, double* acc, const int* flags) {
     const int b = blockIdx.y, r0 = blockIdx.x * GROWS, tid = threadIdx.x;
-    if (M != nullptr && flags[b]) return;
+    if (M != nullptr && flags[b] != LEAF_TWO_PASSES) return;
     __shared__ double x[GROWS][QL];
     __shared__ double mm[QB][QL];
     const int m = n - k;
@@ -1037,31 +1049,72 @@ __device__ __forceinline__ double take_gram(double* acc, int b, int i, int j, in
     return v;
 }
 
+__device__ __forceinline__ double warp_sum(double v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Whether the first pass alone gives Q = P R1^-1 orthonormal to within tol, so the second Gram and
+// Cholesky may be skipped.  Q is formed in float64, so its loss of orthogonality is bounded by about
+// u64 (m w + w^2) κ² for the column-equilibrated panel (Yamamoto et al.'s bound for Cholesky QR).
+// κ² is bounded by κ_F² = ‖R1 D^-1‖_F² ‖D R1^-1‖_F² with D² the Gram's diagonal: the first factor is
+// w exactly, the second is scaled_inverse = Σ_i G_ii ‖row i of R1^-1‖².  tol 0: never.
+__device__ __forceinline__ bool one_pass_suffices(double scaled_inverse, int w, int m, double tol) {
+    const double est = 1.1102230246251565e-16 * ((double)m * w + (double)w * w) * (double)w * scaled_inverse;
+    return tol > 0.0 && isfinite(est) && est <= tol;
+}
+
 // First pass: R1 = chol(Gram) and R1^-1 into small[b] (R1, R1^-1, N, spare), the flag set where the
-// panel is nearly dependent.
-template <bool SWEEP>
-__global__ void __launch_bounds__(1024) cholqr_first_kernel(double* acc, int w, double* small, int* flags) {
-    const int b = blockIdx.x, i = threadIdx.x >> 5, j = threadIdx.x & 31;
+// panel is nearly dependent (LEAF_FALLBACK), or where one pass suffices (LEAF_ONE_PASS) for a panel
+// of m rows.  1024 / E threads, E elements each (the triangular solves' form on 1024 only).
+template <bool SWEEP, int E>
+__global__ void __launch_bounds__(1024 / E) cholqr_first_kernel(double* acc, int w, int m, double one_pass, double* small,
+                                                                int* flags) {
+    const int b = blockIdx.x, j = threadIdx.x & 31;
     __shared__ double r[QB][QL];
-    __shared__ double rows[(SWEEP ? 4 : 2) * QB], diag[QB], rinvs[QB];
+    __shared__ double rows[(SWEEP ? 4 : 2) * QB], diag[QB], rinvs[QB], part[32 / E];
     __shared__ int ok[2];
-    double x[1] = {take_gram(acc, b, i, j, w)};
-    const bool good = SWEEP ? cholesky_inverse_elems<1>(x, r, w, 1e-12, rows, diag, rinvs, ok)
-                            : cholesky_elems<1>(x, w, 1e-12, rows, diag, ok);
-    if (threadIdx.x == 0) flags[b] = good ? 0 : 1;
+    double x[E];
+#pragma unroll
+    for (int u = 0; u < E; ++u) x[u] = take_gram(acc, b, elem_row<E>(u), j, w);
+    const bool good = SWEEP ? cholesky_inverse_elems<E>(x, r, w, 1e-12, rows, diag, rinvs, ok)
+                            : cholesky_elems<E>(x, w, 1e-12, rows, diag, ok);
+    if (threadIdx.x == 0) flags[b] = good ? LEAF_TWO_PASSES : LEAF_FALLBACK;
     if (!good) return;
-    const bool upper = i <= j && j < w;
-    double inv[1];
+    double inv[E];
     if (SWEEP) {
         __syncthreads();  // r holds R^-1
-        inv[0] = r[i][j];
+#pragma unroll
+        for (int u = 0; u < E; ++u) inv[u] = r[elem_row<E>(u)][j];
     } else {
-        r[i][j] = upper ? x[0] : 0.0;
-        upper_inverse_elems<1>(r, w, rows, inv);
+#pragma unroll
+        for (int u = 0; u < E; ++u) {
+            const int i = elem_row<E>(u);
+            r[i][j] = (i <= j && j < w) ? x[u] : 0.0;
+        }
+        upper_inverse_elems<E>(r, w, rows, inv);
     }
     double* out = small + (size_t)b * 4 * QB * QB;
-    out[i * QB + j] = upper ? x[0] : 0.0;
-    out[QB * QB + i * QB + j] = upper ? inv[0] : 0.0;
+    double s = 0.0;
+#pragma unroll
+    for (int u = 0; u < E; ++u) {
+        const int i = elem_row<E>(u);
+        const bool upper = i <= j && j < w;
+        out[i * QB + j] = upper ? x[u] : 0.0;
+        out[QB * QB + i * QB + j] = upper ? inv[u] : 0.0;
+        if (upper) s = fma(diag[i] * inv[u], inv[u], s);
+    }
+    if (one_pass > 0.0) {  // the same for every thread
+        s = warp_sum(s);
+        if (j == 0) part[threadIdx.x >> 5] = s;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            double total = 0.0;
+            for (int q = 0; q < 32 / E; ++q) total += part[q];
+            if (one_pass_suffices(total, w, m, one_pass)) flags[b] = LEAF_ONE_PASS;
+        }
+    }
 }
 
 // One warp factors G = RᵀR (R upper) and inverts R with no block barrier: lane j holds column j of
@@ -1071,9 +1124,11 @@ __global__ void __launch_bounds__(1024) cholqr_first_kernel(double* acc, int w, 
 // a (Gauss-Jordan: a becomes L^-1, G = L D Lᵀ).  On return x holds column j of R and a row j of
 // R^-1 = L^-ᵀ D^-1/2.  False (every lane) where a pivot is not above rel times its column's
 // original square norm.  The two columns in registers (175 in all, sm_90): a kernel of one warp only.
-__device__ __forceinline__ bool warp_cholesky_inverse(double (&x)[QB], double (&a)[QB], int w, double rel) {
+__device__ __forceinline__ bool warp_cholesky_inverse(double (&x)[QB], double (&a)[QB], int w, double rel,
+                                                      double& own_diag) {
     const int j = threadIdx.x & 31;
-    double own_diag = 0.0, own_rinv = 0.0;
+    double own_rinv = 0.0;
+    own_diag = 0.0;
 #pragma unroll
     for (int i = 0; i < QB; ++i) {
         a[i] = (i == j && j < w) ? 1.0 : 0.0;
@@ -1106,95 +1161,150 @@ __device__ __forceinline__ bool warp_cholesky_inverse(double (&x)[QB], double (&
 
 // The first pass on one warp a matrix (PARAMS cholqr_inverse = "warp"): what cholqr_first_kernel
 // writes, with the factor and its inverse in registers and shuffles instead of 32 block barriers.
-__global__ void __launch_bounds__(32) cholqr_first_warp_kernel(double* acc, int w, double* small, int* flags) {
+__global__ void __launch_bounds__(32) cholqr_first_warp_kernel(double* acc, int w, int m, double one_pass,
+                                                                double* small, int* flags) {
     const int b = blockIdx.x, j = threadIdx.x & 31;
-    double x[QB], a[QB];
+    double x[QB], a[QB], own_diag;
 #pragma unroll
     for (int i = 0; i < QB; ++i) x[i] = take_gram(acc, b, i, j, w);
-    const bool good = warp_cholesky_inverse(x, a, w, 1e-12);
-    if (j == 0) flags[b] = good ? 0 : 1;
+    const bool good = warp_cholesky_inverse(x, a, w, 1e-12, own_diag);  // own_diag: G[j][j]
+    if (j == 0) flags[b] = good ? LEAF_TWO_PASSES : LEAF_FALLBACK;
     if (!good) return;
     double* out = small + (size_t)b * 4 * QB * QB;
+    double row_norm = 0.0;
 #pragma unroll
     for (int i = 0; i < QB; ++i) {
         out[i * QB + j] = (i <= j && j < w) ? x[i] : 0.0;  // R1, column j
         out[QB * QB + j * QB + i] = a[i];                  // R1^-1, row j
+        row_norm = fma(a[i], a[i], row_norm);
+    }
+    if (one_pass > 0.0) {
+        const double total = warp_sum(j < w ? own_diag * row_norm : 0.0);
+        if (j == 0 && one_pass_suffices(total, w, m, one_pass)) flags[b] = LEAF_ONE_PASS;
     }
 }
 
 // Second pass and the reconstruction: R2 = chol(Q1ᵀQ1), R = R2 R1, M = R1^-1 R2^-1, Q's top block
 // P1 M = L U + S, and the top block's outputs: H (S R on and above the diagonal, L below), tau,
-// T = -U S L^-T and Vᵀ's top rows; N = M U^-1 (V2 = P2 N) into small[b] for the rows below.
-// (With SWEEP, ptxas left to itself gave the kernel 32 registers and 20 bytes of spill loads; a
-// minimum of one block an SM lets it take 48.)
-template <bool SWEEP>
-__global__ void __launch_bounds__(1024, SWEEP ? 1 : 0) cholqr_second_kernel(const float* S, float* H, float* TAU, float* VT, float* T,
+// T = -U S L^-T and Vᵀ's top rows; N = M U^-1 (V2 = P2 N) into small[b] for the rows below.  A matrix
+// the first pass left in one pass has R2 = I.  1024 / E threads, E elements each.
+// (With SWEEP on 1024 threads, ptxas left to itself gave the kernel 32 registers and 20 bytes of spill
+// loads; a minimum of one block an SM lets it take 48.)
+template <bool SWEEP, int E>
+__global__ void __launch_bounds__(1024 / E, SWEEP ? 1 : 0) cholqr_second_kernel(const float* S, float* H, float* TAU, float* VT, float* T,
                                                              int n, int k, int w, long long vstride, long long tstride,
                                                              int ldt, double* acc, double* small, int* flags) {
-    const int b = blockIdx.x, i = threadIdx.x >> 5, j = threadIdx.x & 31;
-    if (flags[b]) return;
+    const int b = blockIdx.x, j = threadIdx.x & 31;
+    const int flag = flags[b];
+    if (flag == LEAF_FALLBACK) return;
+    const bool one = flag == LEAF_ONE_PASS;  // R2 = I: no second Gram was taken (the same for every thread)
     __shared__ double a0[QB][QL], a1[QB][QL], a2[QB][QL];
     __shared__ double rows[(SWEEP ? 8 : 4) * QB], diag[QB], sgn[QB], invs[QB], rinvs[QB];
     __shared__ int ok[2];
-    const bool in = i < w && j < w, upper = i <= j && j < w;
-    double x[1] = {take_gram(acc, b, i, j, w)};
-    // Q1 must be nearly orthonormal for the second pass to finish the job
-    const bool far = upper && !(fabs(x[0] - (i == j ? 1.0 : 0.0)) <= 0.1);
-    const bool good = !__syncthreads_or(far) && (SWEEP ? cholesky_inverse_elems<1>(x, a2, w, 0.5, rows, diag, rinvs, ok)
-                                                       : cholesky_elems<1>(x, w, 0.5, rows, diag, ok));
+    double x[E];
+    bool far = false;  // Q1 must be nearly orthonormal for the second pass to finish the job
+#pragma unroll
+    for (int u = 0; u < E; ++u) {
+        const int i = elem_row<E>(u);
+        x[u] = one ? 0.0 : take_gram(acc, b, i, j, w);
+        far = far || (i <= j && j < w && !(fabs(x[u] - (i == j ? 1.0 : 0.0)) <= 0.1));
+    }
+    const bool good = one || (!__syncthreads_or(far) && (SWEEP ? cholesky_inverse_elems<E>(x, a2, w, 0.5, rows, diag, rinvs, ok)
+                                                               : cholesky_elems<E>(x, w, 0.5, rows, diag, ok)));
     if (!good) {
-        if (threadIdx.x == 0) flags[b] = 1;
+        if (threadIdx.x == 0) flags[b] = LEAF_FALLBACK;
         return;
     }
     const double* sm = small + (size_t)b * 4 * QB * QB;
-    a0[i][j] = upper ? x[0] : 0.0;              // R2 (with SWEEP, R2^-1 is in a2)
-    a1[i][j] = sm[i * QB + j];                  // R1
+#pragma unroll
+    for (int u = 0; u < E; ++u) {
+        const int i = elem_row<E>(u);
+        a0[i][j] = (i <= j && j < w) ? x[u] : 0.0;  // R2 (with SWEEP, R2^-1 is in a2)
+        a1[i][j] = sm[i * QB + j];                  // R1
+    }
     __syncthreads();
-    const double rr = upper_product_elem(a0, a1, i, j);            // R = R2 R1
-    if (SWEEP) {
+    double rr[E];  // R = R2 R1
+#pragma unroll
+    for (int u = 0; u < E; ++u) {
+        const int i = elem_row<E>(u);
+        rr[u] = one ? a1[i][j] : upper_product_elem(a0, a1, i, j);
+    }
+    if (SWEEP || one) {
         __syncthreads();
     } else {
-        double r2inv[1];
-        upper_inverse_elems<1>(a0, w, rows, r2inv);                // (its first barrier orders the reads above)
-        a2[i][j] = r2inv[0];
+        double r2inv[E];
+        upper_inverse_elems<E>(a0, w, rows, r2inv);                // (its first barrier orders the reads above)
+#pragma unroll
+        for (int u = 0; u < E; ++u) a2[elem_row<E>(u)][j] = r2inv[u];
     }
-    a1[i][j] = sm[QB * QB + i * QB + j];        // R1^-1
+#pragma unroll
+    for (int u = 0; u < E; ++u) {
+        const int i = elem_row<E>(u);
+        a1[i][j] = sm[QB * QB + i * QB + j];    // R1^-1
+    }
     __syncthreads();
-    const double mij = upper_product_elem(a1, a2, i, j);           // M = R1^-1 R2^-1
+    double mij[E];  // M = R1^-1 R2^-1
+#pragma unroll
+    for (int u = 0; u < E; ++u) {
+        const int i = elem_row<E>(u);
+        mij[u] = one ? a1[i][j] : upper_product_elem(a1, a2, i, j);
+    }
     __syncthreads();
-    a0[i][j] = mij;
     const float* src = S + (size_t)b * n * n + (size_t)k * n + k;
-    a1[i][j] = in ? (double)src[(size_t)i * n + j] : 0.0;          // P1
-    __syncthreads();
-    double lu[1] = {product_elem(a1, a0, i, j)};                   // Q1 = P1 M
-    double uinv[1], linv[1];
-    if (SWEEP) {
-        signed_lu_inverses_elems<1>(lu, uinv, linv, w, rows, sgn, invs);  // Q1 - S = L U, U^-1, L^-1
-        a2[i][j] = in ? lu[0] : 0.0;            // U on and above the diagonal, L's multipliers below
-        a1[i][j] = uinv[0];
-    } else {
-        signed_lu_elems<1>(lu, w, rows, sgn, invs);                // Q1 - S = L U, in place
-        __syncthreads();
-        a2[i][j] = in ? lu[0] : 0.0;            // U on and above the diagonal, L's multipliers below
-        a1[i][j] = upper ? lu[0] : 0.0;         // U alone
-        triangular_inverses_elems<1>(a1, a2, w, rows, uinv, linv);
-        __syncthreads();
-        a1[i][j] = uinv[0];
+#pragma unroll
+    for (int u = 0; u < E; ++u) {
+        const int i = elem_row<E>(u);
+        a0[i][j] = mij[u];
+        a1[i][j] = (i < w && j < w) ? (double)src[(size_t)i * n + j] : 0.0;  // P1
     }
-    const double a = lu[0];
+    __syncthreads();
+    double lu[E], uinv[E], linv[E];
+#pragma unroll
+    for (int u = 0; u < E; ++u) lu[u] = product_elem(a1, a0, elem_row<E>(u), j);  // Q1 = P1 M
+    if (SWEEP) {
+        signed_lu_inverses_elems<E>(lu, uinv, linv, w, rows, sgn, invs);  // Q1 - S = L U, U^-1, L^-1
+#pragma unroll
+        for (int u = 0; u < E; ++u) {
+            const int i = elem_row<E>(u);
+            a2[i][j] = (i < w && j < w) ? lu[u] : 0.0;  // U on and above the diagonal, L's multipliers below
+            a1[i][j] = uinv[u];
+        }
+    } else {
+        signed_lu_elems<E>(lu, w, rows, sgn, invs);                // Q1 - S = L U, in place
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < E; ++u) {
+            const int i = elem_row<E>(u);
+            a2[i][j] = (i < w && j < w) ? lu[u] : 0.0;  // U on and above the diagonal, L's multipliers below
+            a1[i][j] = (i <= j && j < w) ? lu[u] : 0.0; // U alone
+        }
+        triangular_inverses_elems<E>(a1, a2, w, rows, uinv, linv);
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < E; ++u) a1[elem_row<E>(u)][j] = uinv[u];
+    }
     __syncthreads();
     double* nout = small + (size_t)b * 4 * QB * QB + 2 * QB * QB;
-    nout[i * QB + j] = upper_product_elem(a0, a1, i, j);           // N = M U^-1
+#pragma unroll
+    for (int u = 0; u < E; ++u) {
+        const int i = elem_row<E>(u);
+        nout[i * QB + j] = upper_product_elem(a0, a1, i, j);     // N = M U^-1
+    }
     __syncthreads();
-    a0[i][j] = linv[0];
+#pragma unroll
+    for (int u = 0; u < E; ++u) a0[elem_row<E>(u)][j] = linv[u];
     __syncthreads();
-    double t = 0.0;                                                // T = -U S L^-T
+    const size_t mat = (size_t)b * n * n;
+#pragma unroll
+    for (int u = 0; u < E; ++u) {
+        const int i = elem_row<E>(u);
+        if (i >= w || j >= w) continue;
+        double t = 0.0;                                            // T = -U S L^-T
 #pragma unroll 4
-    for (int q = i; q < QB; ++q) t = fma(a2[i][q] * sgn[q < w ? q : 0], a0[j][q], t);
-    t = upper ? -t : 0.0;
-    if (in) {
-        const size_t mat = (size_t)b * n * n;
-        H[mat + (size_t)(k + i) * n + k + j] = (float)(i <= j ? sgn[i] * rr : a);
+        for (int q = i; q < QB; ++q) t = fma(a2[i][q] * sgn[q < w ? q : 0], a0[j][q], t);
+        t = i <= j ? -t : 0.0;
+        const double a = lu[u];
+        H[mat + (size_t)(k + i) * n + k + j] = (float)(i <= j ? sgn[i] * rr[u] : a);
         T[(size_t)b * tstride + (size_t)i * ldt + j] = (float)t;
         VT[(size_t)b * vstride + (size_t)j * n + i] = (float)(i > j ? a : (i == j ? 1.0 : 0.0));
         if (i == j) TAU[(size_t)b * n + k + j] = (float)t;
@@ -1205,7 +1315,7 @@ __global__ void __launch_bounds__(1024, SWEEP ? 1 : 0) cholqr_second_kernel(cons
 __global__ void __launch_bounds__(256) cholqr_rows_kernel(const float* S, float* H, float* VT, int n, int k, int w,
                                                           long long vstride, const double* small, const int* flags) {
     const int b = blockIdx.y, r0 = blockIdx.x * GROWS, tid = threadIdx.x;
-    if (flags[b]) return;
+    if (flags[b] == LEAF_FALLBACK) return;
     __shared__ double x[GROWS][QL];
     __shared__ double nn[QB][QL];
     const int m = n - k;
@@ -1434,7 +1544,7 @@ __device__ __noinline__ void column_panel(const float* S, float* H, float* TAU, 
 __global__ void __launch_bounds__(1024) cholqr_fallback_kernel(const float* S, float* H, float* TAU, float* VT,
                                                                float* T, int n, int k, int w, long long vstride,
                                                                long long tstride, int ldt, const int* flags) {
-    if (!flags[blockIdx.x]) return;
+    if (flags[blockIdx.x] != LEAF_FALLBACK) return;
     __shared__ ColumnScratch scratch;
     column_panel<1024>(S, H, TAU, VT, T, n, k, w, vstride, tstride, ldt, blockIdx.x, scratch);
 }
@@ -2122,11 +2232,17 @@ void check_leaf(const at::Tensor& S, const at::Tensor& H, const at::Tensor& tau,
 
 // A Cholesky QR leaf in six launches: panel columns k..k+w (w <= 32) of S into H, tau, vt and t as
 // panel() writes them; acc (float64, batch x 1024, zero), small (float64, batch x 4096) and flags
-// (int32, batch) are workspaces (acc is left zero).  Flagged matrices take the column-by-column kernel.
+// (int32, batch) are workspaces (acc is left zero).  Flagged matrices take the column-by-column kernel;
+// where one_pass > 0, a matrix whose first pass bounds Q's loss of orthogonality by one_pass skips the
+// second pass (its second Gram and Cholesky return at once).  threads: the 32x32 sweeps' block (1024,
+// 256 or 128 threads; the triangular solves, inverse 0, always take 1024).
 void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc,
-                  at::Tensor small, at::Tensor flags, int64_t k, int64_t w, int64_t inverse) {
+                  at::Tensor small, at::Tensor flags, int64_t k, int64_t w, int64_t inverse, double one_pass,
+                  int64_t threads) {
     check_leaf(S, H, tau, vt, t, acc, small, flags, k, w);
     TORCH_CHECK(inverse >= 0 && inverse <= 2, "cholqr_panel: inverse must be 0 (solve), 1 (sweep) or 2 (warp)");
+    TORCH_CHECK(one_pass >= 0.0 && one_pass < 1e-3, "cholqr_panel: one_pass must be in [0, 1e-3), not ", one_pass);
+    TORCH_CHECK(threads == 1024 || threads == 256 || threads == 128, "cholqr_panel: threads must be 1024, 256 or 128");
     const bool sweep = inverse != 0;
     const int n = (int)H.size(2);
     const long long batch = H.size(0);
@@ -2144,15 +2260,20 @@ void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at:
     const dim3 grid((unsigned)((n - k + GROWS - 1) / GROWS), (unsigned)batch);
     cholqr_gram_kernel<<<grid, 256, 0, stream>>>(s, n, kk, ww, nullptr, 0, g, f);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
+    const int m = n - kk;
+    const unsigned block = sweep ? (unsigned)threads : 1024u;
+    auto first = !sweep ? cholqr_first_kernel<false, 1> : block == 1024 ? cholqr_first_kernel<true, 1>
+                 : block == 256 ? cholqr_first_kernel<true, 4> : cholqr_first_kernel<true, 8>;
     if (inverse == 2)
-        cholqr_first_warp_kernel<<<(unsigned)batch, 32, 0, stream>>>(g, ww, sm, f);
+        cholqr_first_warp_kernel<<<(unsigned)batch, 32, 0, stream>>>(g, ww, m, one_pass, sm, f);
     else
-        (sweep ? cholqr_first_kernel<true> : cholqr_first_kernel<false>)<<<(unsigned)batch, 1024, 0, stream>>>(g, ww, sm, f);
+        first<<<(unsigned)batch, block, 0, stream>>>(g, ww, m, one_pass, sm, f);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     cholqr_gram_kernel<<<grid, 256, 0, stream>>>(s, n, kk, ww, sm + QB * QB, 4 * QB * QB, g, f);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    (sweep ? cholqr_second_kernel<true> : cholqr_second_kernel<false>)<<<(unsigned)batch, 1024, 0, stream>>>(
-        s, h, taup, vtp, tp, n, kk, ww, vs, ts, ldt, g, sm, f);
+    auto second = !sweep ? cholqr_second_kernel<false, 1> : block == 1024 ? cholqr_second_kernel<true, 1>
+                  : block == 256 ? cholqr_second_kernel<true, 4> : cholqr_second_kernel<true, 8>;
+    second<<<(unsigned)batch, block, 0, stream>>>(s, h, taup, vtp, tp, n, kk, ww, vs, ts, ldt, g, sm, f);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     cholqr_rows_kernel<<<grid, 256, 0, stream>>>(s, h, vtp, n, kk, ww, vs, sm, f);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -2183,7 +2304,7 @@ void cholqr_leaf(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::
     const int chunks = (n - (int)k + GROWS - 1) / GROWS;
     const long long resident = (long long)per_sm * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
     if (chunks > resident || batch * chunks > (1LL << 31) - 1) {
-        cholqr_panel(S, H, tau, vt, t, acc, small, flags, k, w, false);
+        cholqr_panel(S, H, tau, vt, t, acc, small, flags, k, w, 0, 0.0, 1024);
         return;
     }
     cholqr_leaf_kernel<<<(unsigned)(batch * chunks), LEAF_THREADS, bytes, at::cuda::getCurrentCUDAStream()>>>(
@@ -2369,7 +2490,8 @@ namespace {
 _CPP_SOURCE = ("void panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, int64_t k, int64_t w, "
                "int64_t rpl, int64_t warps, int64_t cpw, int64_t minb, at::Tensor kept);\n"
                "void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc, "
-               "at::Tensor small, at::Tensor flags, int64_t k, int64_t w, int64_t inverse);\n"
+               "at::Tensor small, at::Tensor flags, int64_t k, int64_t w, int64_t inverse, double one_pass, "
+               "int64_t threads);\n"
                "void cholqr_leaf(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc, "
                "at::Tensor small, at::Tensor flags, at::Tensor gram, at::Tensor ctrl, int64_t k, int64_t w);\n"
                "void cross(at::Tensor A, at::Tensor B, at::Tensor out);\n"
@@ -2529,7 +2651,8 @@ def _block(ext, S: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, vt: torch.T
         if _cholqr_leaf(n, m, width) and PARAMS["cholqr_fused"]:
             ext.cholqr_leaf(S, H, tau, vt, t, *work, k, width)
         elif _cholqr_leaf(n, m, width):
-            ext.cholqr_panel(S, H, tau, vt, t, *work[:3], k, width, _INVERSE_MODES[PARAMS["cholqr_inverse"]])
+            ext.cholqr_panel(S, H, tau, vt, t, *work[:3], k, width, _INVERSE_MODES[PARAMS["cholqr_inverse"]],
+                             float(PARAMS["cholqr_one_pass"]), PARAMS["cholqr_threads"])
         else:
             rpl = _rows_per_lane(m)
             ext.panel(S, H, tau, vt, t, k, width, rpl, *_shape(nb, rpl, H.shape[0], sms),
