@@ -190,6 +190,7 @@ T __ldcg(const T* p) {
 }
 
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+inline double __drcp_rn(double x) { return 1.0 / x; }
 
 // The device source's hardware hooks (see its QR_HOST_EMULATION guard).
 inline int load_acquire(const int* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }

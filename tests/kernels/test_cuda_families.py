@@ -572,7 +572,8 @@ def test_blocked_side_updates_never_take_the_fused_narrow_kernel(tmp_path, monke
 
 def test_blocked_lookahead_needs_streams_and_its_size_class(tmp_path, monkeypatch):
     """Lookahead runs only with streams (inside a capture) and in the size class that asks for it."""
-    module = _module("cuda_blocked", tmp_path, {"lookahead_le1024": True, "nb_le384": 16, "block_le384": 32})
+    module = _module("cuda_blocked", tmp_path, {"lookahead_le1024": True, "lookahead_le2048": False, "nb_le384": 16,
+                                                "block_le384": 32})
     reference = ReferencePanel(_dispatch(module))
     monkeypatch.setattr(module, "_extension", lambda device: reference)
     a = generate_input(1, 100, 1.0, 3, "dense")

@@ -64,7 +64,11 @@ threads holding an element each, then V's rows below the top block over the chun
 inverses come from the factor's own sweep applied to an identity (Gauss-Jordan; PARAMS cholqr_inverse
 = "sweep": 96 barrier steps a leaf instead of 192, 2x4096 4.8% faster on an H200), or from triangular
 solves after each factor ("solve"); with "warp" the first pass runs on one warp a matrix, the factor
-and its inverse in registers and shuffles, no block barrier.  A matrix
+and its inverse in registers and shuffles, no block barrier (27 us a leaf against the sweep's 16 on an
+H100: slower).  Q = P R1^-1 is formed in float64, so where the first pass bounds its loss of
+orthogonality (about u64 (m w + w^2) κ_F², κ_F of the column-equilibrated panel from R1 and R1^-1) by
+PARAMS cholqr_one_pass, that matrix skips the second pass: its second Gram and Cholesky return at once
+and R2 = I (2x4096 -18%, 8x2048 -16% on an H100; kernels/BENCHMARKS.md#one-pass-leaves).  A matrix
 whose panel is nearly dependent (a pivot under 1e-12 of its column's square norm, or Q1ᵀQ1 more than
 0.1 from I) is flagged and factored column by column by a fallback kernel, so the path is exact for
 every input, whatever the rest of the batch holds.  The block merges' V1ᵀV2 over 1024 rows or more
@@ -96,8 +100,10 @@ and T buffer), and the streams join before block j+1 updates anything.  At 60x10
 leave 72 SMs idle; the side update's Triton grid is capped at one program per idle SM
 (lookahead_programs), each walking several tiles, so the next panel kernel is not queued behind a
 full grid of update programs (4.71 -> 4.44 ms on an H200; the uncapped grid was slower than no
-lookahead).  At 2x4096, with blocks of 64 (block_gt2048), 18.3 -> 16.4 ms; at 8x2048 and 640x512,
-where the panels fill the GPU, it does not pay (kernels/BENCHMARKS.md#lookahead-in-the-graph).  The
+lookahead).  At 2x4096, with blocks of 64 (block_gt2048), 18.3 -> 16.4 ms; at 640x512, where the
+panels fill the GPU, it does not pay (kernels/BENCHMARKS.md#lookahead-in-the-graph); at 8x2048 it did
+not either until the one-pass leaves and blocks of 64 (block_gt1024) shortened the chain: then 6.68
+-> 6.56 ms on an H100 (kernels/BENCHMARKS.md#one-pass-leaves).  The
 call still launches one graph on the caller's stream, and the second stream's branch joins inside
 it; without a graph a call stays on the caller's stream and the blocks do not look ahead.
 
@@ -138,7 +144,7 @@ PARAMS = {
     'nb_le1024': 32,
     'block_le1024': 64,
     'nb_le2048': 16,
-    'block_gt1024': 128,
+    'block_gt1024': 64,
     'block_gt2048': 64,
     'warps_nb32': 8,
     'warps_nb32_few': 16,
@@ -163,7 +169,7 @@ PARAMS = {
     'cholqr_min_rows': 256,
     'cholqr_fused': False,
     'cholqr_inverse': 'sweep',
-    'cholqr_one_pass': 0.0,
+    'cholqr_one_pass': 1e-07,
     'cholqr_threads': 1024,
     'cross_min_rows': 1024,
     'narrow_gt1024': 'split',
@@ -173,7 +179,7 @@ PARAMS = {
     'skip_zero_columns': False,
     'lookahead_le512': False,
     'lookahead_le1024': True,
-    'lookahead_le2048': False,
+    'lookahead_le2048': True,
     'lookahead_gt2048': True,
     'lookahead_programs': 1,
     'tail_le512': 'negligible',
@@ -259,11 +265,14 @@ SPACE = {
     "cholqr_inverse": ["solve", "sweep", "warp"],
     # The six launches' second pass (its Gram and Cholesky) skipped per matrix where the first pass
     # bounds Q = P R1^-1's loss of orthogonality (Q in float64: about u64 (m w + w^2) κ_F², κ_F of the
-    # column-equilibrated panel from R1 and R1^-1) by this tolerance; 0: always two passes.
+    # column-equilibrated panel from R1 and R1^-1) by this tolerance; 0: always two passes.  1e-7:
+    # 2x4096 14.86 -> 12.24 ms, 8x2048 8.59 -> 7.19 on an H100 (1e-6 the same; BENCHMARKS
+    # #one-pass-leaves).
     "cholqr_one_pass": [0.0, 1e-8, 1e-7, 1e-6],
     # The block of the six launches' single-block 32x32 sweeps (sweep and warp modes): 1024 threads of
     # an element each, a barrier a step across 32 warps, or 256 / 128 of four / eight elements, whose
-    # barriers wait for fewer warps but whose steps do more work a thread.
+    # barriers wait for fewer warps but whose steps do more work a thread (2x4096 with one pass: 12.24
+    # ms on 1024, 13.74 on 256, 17.55 on 128, H100).
     "cholqr_threads": [1024, 256, 128],
     "cross_min_rows": [256, 512, 1024, 4096],
     # Updates of at most narrow_cols_gt1024 columns above n = 1024 (inside a block, and the last
@@ -807,7 +816,7 @@ __device__ __forceinline__ bool cholesky_elems(double (&x)[E], int w, double rel
         on_pivot_row<E>(x, p, [&](double& xp) {  // R's row p, and whether its pivot holds
             const double d = __shfl_sync(0xffffffffu, xp, p);
             const bool good = d > rel * diag[p] && isfinite(d);
-            const double rinv = good ? 1.0 / sqrt(d) : 0.0;
+            const double rinv = good ? rsqrt(d) : 0.0;
             if (j >= p) xp *= rinv;
             row[j] = xp;
             if (j == 0) ok[p & 1] = good;
@@ -882,7 +891,7 @@ __device__ __forceinline__ void triangular_inverses_elems(const double (*up)[QL]
 __device__ __forceinline__ double signed_pivot(double ap, int p, double* sgn) {
     const double s = ap >= 0.0 ? -1.0 : 1.0;
     sgn[p] = s;
-    return 1.0 / (ap - s);
+    return __drcp_rn(ap - s);
 }
 
 // The signed LU's step p on element (i, j) of a, the pivot row and column as they were before the step
@@ -950,7 +959,7 @@ __device__ __forceinline__ bool cholesky_inverse_elems(double (&x)[E], double (*
         on_pivot_row<E>(x, p, [&](double& xp) {
             const double d = __shfl_sync(0xffffffffu, xp, p);
             const bool good = d > rel * diag[p] && isfinite(d);
-            const double rinv = good ? 1.0 / sqrt(d) : 0.0;
+            const double rinv = good ? rsqrt(d) : 0.0;
             if (j >= p) xp *= rinv;
             row[j] = xp;
             if (j == 0) {
@@ -1141,7 +1150,7 @@ __device__ __forceinline__ bool warp_cholesky_inverse(double (&x)[QB], double (&
         const double d = __shfl_sync(0xffffffffu, x[p], p);
         const double dg = __shfl_sync(0xffffffffu, own_diag, p);
         if (!(d > rel * dg && isfinite(d))) return false;
-        const double rinv = 1.0 / sqrt(d);
+        const double rinv = rsqrt(d);
         if (j == p) own_rinv = rinv;
         if (j >= p) x[p] *= rinv;
 #pragma unroll
