@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib.util
+import re
 import statistics
 import sys
 from collections import defaultdict
@@ -52,6 +53,21 @@ def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
         except (ValueError, SyntaxError):
             overrides[key] = value
     return name, overrides
+
+
+def read_medians(path: str | Path) -> tuple[dict[tuple[str, str], float], dict[str, dict[str, Any]]]:
+    """What main() printed to a file: the median of each (shape, variant) timed, and each variant's
+    overrides (the device scripts that adopt a winner read the probe's table with this)."""
+    medians: dict[tuple[str, str], float] = {}
+    overrides: dict[str, dict[str, Any]] = {}
+    shape = None
+    for line in Path(path).read_text().splitlines():
+        if m := re.match(r"^(\S+): median", line):
+            shape = m[1]
+        elif (m := re.match(r"^  (\S+)\s+([\d.]+) \(.*?(\{.*\})\s*$", line)) and shape:
+            medians[(shape, m[1])] = float(m[2])
+            overrides[m[1]] = ast.literal_eval(m[3])
+    return medians, overrides
 
 
 def use(module: ModuleType, base: dict[str, Any], overrides: dict[str, Any]) -> None:

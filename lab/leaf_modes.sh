@@ -32,23 +32,16 @@ timeout 220 python3 lab/blocked_probe.py --shape 2x4096 --shape 8x2048 --rounds 
   --variant 'warp7t128:cholqr_inverse=warp,cholqr_one_pass=1e-7,cholqr_threads=128' > "$OUT/probe_tall.txt" 2>&1
 stamp "probe tall: exit $?"; grep -v "verify ok" "$OUT/probe_tall.txt" | grep -v -i warn | grep -v "^      0\.[0-3]" | head -100
 overrides=$(python3 - "$OUT/probe_tall.txt" <<'PY'
-import math, re, sys
-medians, shape, params = {}, None, {}
-for line in open(sys.argv[1]):
-    m = re.match(r"^(\d+x\d+): median", line)
-    if m:
-        shape = m[1]
-    m = re.match(r"^  (\w+)\s+([\d.]+) \(.*?(\{.*\})\s*$", line)
-    if m and shape:
-        medians[(shape, m[1])] = float(m[2])
-        params[m[1]] = m[3]
+import math, sys
+sys.path.insert(0, "lab")
+from blocked_probe import read_medians
+medians, params = read_medians(sys.argv[1])
 shapes = ("2x4096", "8x2048")
 names = [v for v in params if all((s, v) in medians for s in shapes)]
 if "two" in names:
     best = min(names, key=lambda v: math.prod(medians[(s, v)] for s in shapes))
     if best != "two" and all(medians[(s, best)] <= 0.97 * medians[(s, "two")] for s in shapes):
-        import ast
-        print(",".join(f"{k}={v}" for k, v in ast.literal_eval(params[best]).items()))
+        print(",".join(f"{k}={v}" for k, v in params[best].items()))
 PY
 )
 adopt_blocked "$overrides" "no leaf mode was 3% faster at both shapes"

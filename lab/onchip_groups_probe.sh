@@ -19,12 +19,13 @@ timeout 330 python3 lab/blocked_probe.py --file kernels/families/files/cuda_onch
 stamp "probe exit $?"
 grep -B1 -A12 "median over" "$OUT/groups_probe.txt"; grep -i "FAILED\|error" "$OUT/groups_probe.txt" | head
 overrides=$(python3 - "$OUT/groups_probe.txt" <<'PY'
-import re, sys
-text = open(sys.argv[1]).read()
+import sys
+sys.path.insert(0, "lab")
+from blocked_probe import read_medians
+medians = read_medians(sys.argv[1])[0]
 picks = []
 for shape, prefix, key in (("20x32", "g32_", "groups_32"), ("40x176", "g176_", "groups_176")):
-    block = text.split(f"{shape}: median over")[1].split("\n\n")[0]
-    rows = {m[1]: float(m[2]) for m in re.finditer(r"^\s+(\S+)\s+([\d.]+) \(", block, re.M)}
+    rows = {name: ms for (where, name), ms in medians.items() if where == shape}
     best = min((name for name in rows if name.startswith(prefix)), key=rows.get, default=None)
     if best and rows[best] < rows.get("base", 0) * 0.98:
         picks.append(f"{key}={best[len(prefix):]}")

@@ -24,10 +24,10 @@ probe() {  # out file shape variants...
 }
 best() {  # probe-file base-time-or-empty variants...: the fastest variant 3% under the base
   python3 - "$@" <<'PY'
-import re, sys
-text = open(sys.argv[1]).read()
-table = text.split("median over", 1)[1] if "median over" in text else ""
-times = {m.group(1): float(m.group(2)) for m in re.finditer(r"^  (\S+)\s+([\d.]+) \(", table, re.M)}
+import sys
+sys.path.insert(0, "lab")
+from blocked_probe import read_medians
+times = {name: ms for (_, name), ms in read_medians(sys.argv[1])[0].items()}  # one shape a probe file
 spec = {v.split(":", 1)[0]: v.split(":", 1)[1] for v in sys.argv[3:]}
 base = float(sys.argv[2]) if sys.argv[2] else times.get("base")
 cands = [(t, n) for n, t in times.items() if n in spec]

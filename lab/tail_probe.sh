@@ -20,15 +20,10 @@ timeout 200 python3 lab/blocked_probe.py --shape 640x512 --shape 640x512:rankdef
   > "$OUT/probe_tail.txt" 2>&1
 stamp "probe: exit $?"; grep -v "verify ok" "$OUT/probe_tail.txt" | grep -v -i warn | grep -E "^[0-9]|^  [a-z]|FAIL|rror|profile"
 adopt=$(python3 - "$OUT/probe_tail.txt" <<'PY'
-import math, re, sys
-medians, shape = {}, None
-for line in open(sys.argv[1]):
-    m = re.match(r"^(\S+): median", line)
-    if m:
-        shape = m[1]
-    m = re.match(r"^  (\w+)\s+([\d.]+) \(", line)
-    if m and shape:
-        medians[(shape, m[1])] = float(m[2])
+import math, sys
+sys.path.insert(0, "lab")
+from blocked_probe import read_medians
+medians = read_medians(sys.argv[1])[0]
 SHAPES = ("640x512", "640x512:rankdef", "640x512:clustered", "640x512:mixed")
 best = None
 for name in ("matrix", "batch", "both"):

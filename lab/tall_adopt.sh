@@ -26,17 +26,12 @@ timeout 200 python3 lab/blocked_probe.py --shape 2x4096 --shape 8x2048 --rounds 
   --check rankdef --check mixed --check nearrank --check clustered "${variants[@]}" > "$OUT/probe_tall.txt" 2>&1
 stamp "probe tall: exit $?"; grep -v "verify ok" "$OUT/probe_tall.txt" | grep -v -i warn | grep -v "^      0\.[0-3]"
 overrides=$(python3 - "$OUT/probe_tall.txt" "$1" "$2" "${ADOPT_BY:-0.03}" <<'PY'
-import re, sys
+import sys
+sys.path.insert(0, "lab")
+from blocked_probe import read_medians
 path, baseline, candidate, by = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 base_name, cand_name = baseline.split(":", 1)[0], candidate.split(":", 1)[0]
-medians, shape = {}, None
-for line in open(path):
-    m = re.match(r"^(\d+x\d+): median", line)
-    if m:
-        shape = m[1]
-    m = re.match(r"^  (\w+)\s+([\d.]+) \(", line)
-    if m and shape:
-        medians[(shape, m[1])] = float(m[2])
+medians = read_medians(path)[0]
 shapes = ("2x4096", "8x2048")
 if all((s, base_name) in medians and (s, cand_name) in medians
        and medians[(s, cand_name)] <= (1 - by) * medians[(s, base_name)] for s in shapes):

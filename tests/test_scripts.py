@@ -222,6 +222,33 @@ def test_composite_table_takes_the_fastest_passing_file_per_case(tmp_path):
     assert "(only 1 of 12 timed)" in partial
 
 
+def test_blocked_probe_tables_read_back_as_the_adopting_scripts_read_them(tmp_path):
+    """read_medians (what lab/leaf_modes.sh, tall_adopt.sh and tail_probe.sh adopt from) reads the
+    probe's printed table: medians per (shape, variant) with profiles in the shape's name, each
+    variant's overrides, and no profile or verification line taken for a variant."""
+    from blocked_probe import read_medians
+
+    text = (
+        "8x2048 base rankdef: verify ok ok (batch=8, n=2048)\n\n"
+        "640x512:rankdef: median over 3 rounds of the median of 5 calls (ms)\n"
+        "  off               5.056 (5.050-5.061)  x1.000  {'tail_le512': 'off'}\n"
+        "  batch             4.133 (4.120-4.140)  x0.817  {'tail_le512': 'negligible', 'tail_scope': 'batch'}\n"
+        "  both           skipped (failed)\n"
+        "  profile 640x512:rankdef off: 5.001 ms on device\n"
+        "      2.424 ms    15x  _apply_kernel\n\n"
+        "2x4096: median over 3 rounds of the median of 5 calls (ms)\n"
+        "  one7             12.237 (12.234-12.238)  x0.824  {'cholqr_one_pass': 1e-07}\n"
+        "  g32_8k4x1        12.5 (12.4-12.6)  x1.021  {'groups_32': '8k4x1'}\n"
+    )
+    path = tmp_path / "probe.txt"
+    path.write_text(text)
+    medians, overrides = read_medians(path)
+    assert medians == {("640x512:rankdef", "off"): 5.056, ("640x512:rankdef", "batch"): 4.133,
+                       ("2x4096", "one7"): 12.237, ("2x4096", "g32_8k4x1"): 12.5}
+    assert overrides == {"off": {"tail_le512": "off"}, "batch": {"tail_le512": "negligible", "tail_scope": "batch"},
+                         "one7": {"cholqr_one_pass": 1e-07}, "g32_8k4x1": {"groups_32": "8k4x1"}}
+
+
 def test_blocked_probe_variants_override_params_and_drop_graphs_captured_under_others():
     import types
 
