@@ -23,7 +23,9 @@ the matrix):
 in exact FP32 (PARAMS update_* = "fp32"; torch's default keeps TF32 off for matmuls), or one
 Triton kernel per update (update_* = "tf32x3" or "bf16x3"), a program per matrix and
 apply_bn-column tile of C: W = VᵀC over apply_bm-row blocks of C, then C -= V·(TᵀW) over
-them again, C's tile read twice and written once, every product on the tensor cores as three
+them again (bottom up where PARAMS apply_up_* say: the rows read last are the likeliest still in
+L2), C's tile read twice and written once, or (apply_held_*) read once as four row blocks held in
+registers between the two products; every product on the tensor cores as three
 products of split operands (x = hi + lo; hi·hi + hi·lo + lo·hi accumulated in FP32).  With
 TF32 halves a product keeps about 2^-21 of relative accuracy, with bf16 halves (twice the
 tensor-core rate) about 2^-16; plain TF32 (2^-11) failed the residual gate at n = 512.  The
@@ -163,6 +165,12 @@ PARAMS = {
     'apply_warps_le1024': 4,
     'apply_warps_gt1024': 4,
     'apply_stages': 3,
+    'apply_up_le512': True,
+    'apply_up_gt512': False,
+    'apply_held_le512': False,
+    'apply_held_le1024': False,
+    'apply_held_bn': 32,
+    'apply_held_warps': 8,
     'panel_le512': 'householder',
     'panel_le1024': 'householder',
     'panel_gt1024': 'cholqr2',
@@ -247,6 +255,19 @@ SPACE = {
     "apply_warps_le1024": [4, 8],
     "apply_warps_gt1024": [4, 8],
     "apply_stages": [1, 2, 3],
+    # The second pass over C's tile bottom up (the rows the first pass read last, the likeliest still
+    # in L2, first) or top down, for n <= 512 and above.  At 640x512 the update is bound by DRAM (89%
+    # of it, the second read of C hitting L2 45% of the time): bottom up, 640x512 -1.8%, 60x1024 +4%
+    # (H100, kernels/BENCHMARKS.md#update-traffic).
+    "apply_up_le512": [False, True],
+    "apply_up_gt512": [False, True],
+    # The update's tile read once and held in registers (four row blocks of at most 256 rows) from
+    # W = VᵀC to C -= V W2, for n <= 512 and 512 < n <= 1024, in tiles of apply_held_bn columns on
+    # apply_held_warps warps: C's traffic 2x instead of 3x, V's per column twice that of 64-wide tiles.
+    "apply_held_le512": [False, True],
+    "apply_held_le1024": [False, True],
+    "apply_held_bn": [16, 32, 64],
+    "apply_held_warps": [4, 8],
     # The panel algorithm per size class (n ≤ 512, ≤ 1024, above); above 1024 with cholqr2 the
     # leaves are 32 wide whatever nb_le2048 says.  Cholesky QR leaves of fewer than cholqr_min_rows
     # rows use the register kernel.  A block merge's V1ᵀV2 over at least cross_min_rows rows is split
@@ -335,13 +356,19 @@ def _split(x):
 
 
 @triton.jit
-def _dot3(a, b, acc):
-    """acc + a·b to about 2^-16 relative per product: three bf16 tensor-core products."""
+def _dot3_split(a, bh, bl, acc):
+    """acc + a·b to about 2^-16 relative per product, b given as its halves: three bf16
+    tensor-core products (the small ones first)."""
     ah, al = _split(a)
-    bh, bl = _split(b)
     acc = tl.dot(al, bh, acc, input_precision="ieee")
     acc = tl.dot(ah, bl, acc, input_precision="ieee")
     return tl.dot(ah, bh, acc, input_precision="ieee")
+
+
+@triton.jit
+def _dot3(a, b, acc):
+    bh, bl = _split(b)
+    return _dot3_split(a, bh, bl, acc)
 
 
 @triton.jit
@@ -354,24 +381,35 @@ def _mma(a, b, acc, PREC: tl.constexpr):
 @triton.jit
 def _apply_kernel(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, col_tiles, tiles, LIVE, col0,
                   KP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
-                  PREC: tl.constexpr, PERSIST: tl.constexpr, SKIP: tl.constexpr, COPY: tl.constexpr):
+                  PREC: tl.constexpr, PERSIST: tl.constexpr, SKIP: tl.constexpr, COPY: tl.constexpr,
+                  UP: tl.constexpr, ONCHIP: tl.constexpr):
     """C <- (I - V T Vᵀ)ᵀ S for every matrix: a program per column tile of one matrix, or (PERSIST)
-    fewer programs, each taking every grid-th tile of the tiles numbered matrix by matrix."""
+    fewer programs, each taking every grid-th tile of the tiles numbered matrix by matrix.  ONCHIP:
+    each tile read once and held in registers between the two products (m <= 4 BM)."""
     # Tiles of one matrix are neighbours in launch order, so its Vᵀ (read by every tile, twice)
     # stays in L2 between them instead of coming from memory once per tile.
     if PERSIST:
         for tile in range(tl.program_id(0), tiles, tl.num_programs(0)):
-            _apply_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, tile % col_tiles,
-                        (tile // col_tiles).to(tl.int64), LIVE, col0, KP, BM, BN, STAGES, PREC, SKIP, COPY)
+            j = tile % col_tiles
+            b = (tile // col_tiles).to(tl.int64)
+            if ONCHIP:
+                _apply_held_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, j, b, LIVE, col0,
+                                 KP, BM, BN, PREC, SKIP, COPY)
+            else:
+                _apply_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, j, b, LIVE, col0,
+                            KP, BM, BN, STAGES, PREC, SKIP, COPY, UP)
+    elif ONCHIP:
+        _apply_held_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, tl.program_id(0),
+                         tl.program_id(1).to(tl.int64), LIVE, col0, KP, BM, BN, PREC, SKIP, COPY)
     else:
         _apply_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, tl.program_id(0),
-                    tl.program_id(1).to(tl.int64), LIVE, col0, KP, BM, BN, STAGES, PREC, SKIP, COPY)
+                    tl.program_id(1).to(tl.int64), LIVE, col0, KP, BM, BN, STAGES, PREC, SKIP, COPY, UP)
 
 
 @triton.jit
 def _apply_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, j, b, LIVE, col0,
                 KP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
-                PREC: tl.constexpr, SKIP: tl.constexpr, COPY: tl.constexpr):
+                PREC: tl.constexpr, SKIP: tl.constexpr, COPY: tl.constexpr, UP: tl.constexpr):
     """Matrix b's columns j·BN.. of C (m rows, scr apart, unit column stride) <- (I - V T Vᵀ)ᵀ S,
     with VT = Vᵀ (width x m, rows svr apart) and T (width x width, rows str_ apart); S is C, or the
     input laid out as C where C does not hold it yet (COPY).  With SKIP, a tile whose columns (C's
@@ -399,15 +437,90 @@ def _apply_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, j, 
         W = _mma(vt, c, W, PREC)
     tt = tl.load(T + b * stb + ks[None, :] * str_ + ks[:, None], mask=kmask[:, None] & kmask[None, :], other=0.0)
     W2 = -_mma(tt, W, tl.zeros([KP, BN], dtype=tl.float32), PREC)  # -(Tᵀ W)
-    for r0 in tl.range(0, m_write, BM, num_stages=STAGES):
-        rows = r0 + tl.arange(0, BM)
+    # W2's halves once for every row block: the same split in each would be a quarter of the
+    # conversions a block costs
+    w2h, w2l = _split(W2)
+    # UP: bottom up, so that the rows the first pass read last, the likeliest still in L2, come first
+    chunks = tl.cdiv(m_write, BM)
+    for q in tl.range(0, chunks, num_stages=STAGES):
+        rows = ((chunks - 1 - q) if UP else q) * BM + tl.arange(0, BM)
         cm = (rows[:, None] < m) & (cols[None, :] < ncols)
         # a skipped tile that is written (COPY) is written as zeros, read from nowhere
         c = tl.load(s_ptr + rows[:, None] * scr + cols[None, :], mask=cm & (rows[:, None] < m_read), other=0.0)
         v = tl.load(v_ptr + ks[None, :] * svr + rows[:, None], mask=kmask[None, :] & (rows[:, None] < m_read),
                     other=0.0)
-        c = _mma(v, W2, c, PREC)
+        if PREC == "bf16x3":
+            c = _dot3_split(v, w2h, w2l, c)
+        else:
+            c = _mma(v, W2, c, PREC)
         tl.store(c_ptr + rows[:, None] * scr + cols[None, :], c, mask=cm)
+
+
+@triton.jit
+def _held_rows(s_ptr, scr, cols, ncols, r0, m_read, BM: tl.constexpr):
+    """Rows r0..r0+BM of S's column tile (zeros past m_read and ncols)."""
+    rows = r0 + tl.arange(0, BM)
+    return tl.load(s_ptr + rows[:, None] * scr + cols[None, :], mask=(rows[:, None] < m_read) & (cols[None, :] < ncols),
+                   other=0.0)
+
+
+@triton.jit
+def _held_gram(v_ptr, svr, ks, kmask, c, W, r0, m_read, BM: tl.constexpr, PREC: tl.constexpr):
+    """W + Vᵀ[:, r0..r0+BM] c."""
+    rows = r0 + tl.arange(0, BM)
+    vt = tl.load(v_ptr + ks[:, None] * svr + rows[None, :], mask=kmask[:, None] & (rows[None, :] < m_read), other=0.0)
+    return _mma(vt, c, W, PREC)
+
+
+@triton.jit
+def _held_update(c_ptr, v_ptr, scr, svr, ks, kmask, cols, ncols, c, W2, w2h, w2l, r0, m, m_read,
+                 BM: tl.constexpr, PREC: tl.constexpr):
+    """Rows r0..r0+BM of C <- c + V[r0..r0+BM] W2."""
+    rows = r0 + tl.arange(0, BM)
+    v = tl.load(v_ptr + ks[None, :] * svr + rows[:, None], mask=kmask[None, :] & (rows[:, None] < m_read), other=0.0)
+    if PREC == "bf16x3":
+        c = _dot3_split(v, w2h, w2l, c)
+    else:
+        c = _mma(v, W2, c, PREC)
+    tl.store(c_ptr + rows[:, None] * scr + cols[None, :], c, mask=(rows[:, None] < m) & (cols[None, :] < ncols))
+
+
+@triton.jit
+def _apply_held_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, j, b, LIVE, col0,
+                     KP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr, SKIP: tl.constexpr,
+                     COPY: tl.constexpr):
+    """_apply_tile with the tile's m <= 4 BM rows read once, as four row blocks held in registers from
+    W = VᵀC to C -= V W2: where the update is bound by DRAM, C's second read (half of it from DRAM at
+    640x512) is the cost."""
+    cols = j * BN + tl.arange(0, BN)
+    ks = tl.arange(0, KP)
+    c_ptr = C + b * scb
+    s_ptr = S + b * scb
+    v_ptr = VT + b * svb
+    kmask = ks < width
+    m_read = m
+    m_write = m
+    if SKIP:
+        dead = col0 + j * BN >= tl.load(LIVE + b)
+        m_read = tl.where(dead, 0, m)
+        m_write = m if COPY else m_read
+    c0 = _held_rows(s_ptr, scr, cols, ncols, 0, m_read, BM)
+    c1 = _held_rows(s_ptr, scr, cols, ncols, BM, m_read, BM)
+    c2 = _held_rows(s_ptr, scr, cols, ncols, 2 * BM, m_read, BM)
+    c3 = _held_rows(s_ptr, scr, cols, ncols, 3 * BM, m_read, BM)
+    W = tl.zeros([KP, BN], dtype=tl.float32)
+    W = _held_gram(v_ptr, svr, ks, kmask, c0, W, 0, m_read, BM, PREC)
+    W = _held_gram(v_ptr, svr, ks, kmask, c1, W, BM, m_read, BM, PREC)
+    W = _held_gram(v_ptr, svr, ks, kmask, c2, W, 2 * BM, m_read, BM, PREC)
+    W = _held_gram(v_ptr, svr, ks, kmask, c3, W, 3 * BM, m_read, BM, PREC)
+    tt = tl.load(T + b * stb + ks[None, :] * str_ + ks[:, None], mask=kmask[:, None] & kmask[None, :], other=0.0)
+    W2 = -_mma(tt, W, tl.zeros([KP, BN], dtype=tl.float32), PREC)  # -(Tᵀ W)
+    w2h, w2l = _split(W2)
+    # a skipped tile that is written (COPY) is written as zeros: its rows and V's were read as zeros
+    _held_update(c_ptr, v_ptr, scr, svr, ks, kmask, cols, ncols, c0, W2, w2h, w2l, 0, m_write, m_read, BM, PREC)
+    _held_update(c_ptr, v_ptr, scr, svr, ks, kmask, cols, ncols, c1, W2, w2h, w2l, BM, m_write, m_read, BM, PREC)
+    _held_update(c_ptr, v_ptr, scr, svr, ks, kmask, cols, ncols, c2, W2, w2h, w2l, 2 * BM, m_write, m_read, BM, PREC)
+    _held_update(c_ptr, v_ptr, scr, svr, ks, kmask, cols, ncols, c3, W2, w2h, w2l, 3 * BM, m_write, m_read, BM, PREC)
 
 
 # Device code (CUDA runtime only: it compiles without torch's headers).
@@ -2626,15 +2739,21 @@ def _apply(c: torch.Tensor, v_t: torch.Tensor, t: torch.Tensor, src: torch.Tenso
     warps = PARAMS["apply_warps_le512" if n <= 512 else "apply_warps_le1024" if n <= 1024 else "apply_warps_gt1024"]
     if mode != "fp32" and c.stride(2) == 1 and c.numel() and c.shape[0] < 65536:  # grid's y limit
         assert source.stride() == c.stride()
-        bn = PARAMS["apply_bn"]
+        m = c.shape[1]
+        held = n <= 1024 and PARAMS["apply_held_le512" if n <= 512 else "apply_held_le1024"]
+        bn = PARAMS["apply_held_bn"] if held else PARAMS["apply_bn"]
+        # held: four row blocks cover the tile (at least 16 rows each: the tensor cores' smallest)
+        bm = max(16, triton.next_power_of_2(-(-m // 4))) if held else PARAMS["apply_bm"]
         col_tiles = triton.cdiv(c.shape[2], bn)
         tiles = col_tiles * c.shape[0]
         persist = 0 < programs < tiles
         _apply_kernel[(programs, 1) if persist else (col_tiles, c.shape[0])](
-            source, c, v_t, t, c.shape[1], c.shape[2], width, c.stride(0), c.stride(1), v_t.stride(0),
+            source, c, v_t, t, m, c.shape[2], width, c.stride(0), c.stride(1), v_t.stride(0),
             v_t.stride(1), t.stride(0), t.stride(1), col_tiles, tiles, t if live is None else live, col0,
-            KP=max(16, triton.next_power_of_2(width)), BM=PARAMS["apply_bm"], BN=bn, STAGES=PARAMS["apply_stages"],
-            PREC=mode, PERSIST=persist, SKIP=live is not None, COPY=src is not None, num_warps=warps)
+            KP=max(16, triton.next_power_of_2(width)), BM=bm, BN=bn, STAGES=PARAMS["apply_stages"],
+            PREC=mode, PERSIST=persist, SKIP=live is not None, COPY=src is not None,
+            UP=PARAMS["apply_up_le512" if n <= 512 else "apply_up_gt512"], ONCHIP=held,
+            num_warps=PARAMS["apply_held_warps"] if held else warps)
         return
     if src is not None:
         c.copy_(src)
