@@ -407,6 +407,60 @@ def _apply_kernel(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, c
 
 
 @triton.jit
+def _rows_to_touch(m, j, LIVE, b, col0, BN: tl.constexpr, SKIP: tl.constexpr, COPY: tl.constexpr):
+    """(rows read, rows written) of matrix b's column tile j: m and m, or for a tile SKIP finds wholly
+    past LIVE[b] none read, and m written (as zeros) only with COPY."""
+    m_read = m
+    m_write = m
+    if SKIP:
+        dead = col0 + j * BN >= tl.load(LIVE + b)
+        m_read = tl.where(dead, 0, m)
+        m_write = m if COPY else m_read
+    return m_read, m_write
+
+
+@triton.jit
+def _tile_rows(s_ptr, scr, cols, ncols, r0, m_read, BM: tl.constexpr):
+    """Rows r0..r0+BM of S's column tile (zeros past m_read and ncols)."""
+    rows = r0 + tl.arange(0, BM)
+    return tl.load(s_ptr + rows[:, None] * scr + cols[None, :], mask=(rows[:, None] < m_read) & (cols[None, :] < ncols),
+                   other=0.0)
+
+
+@triton.jit
+def _gram_rows(v_ptr, svr, ks, kmask, c, W, r0, m_read, BM: tl.constexpr, PREC: tl.constexpr):
+    """W + Vᵀ[:, r0..r0+BM] c."""
+    rows = r0 + tl.arange(0, BM)
+    vt = tl.load(v_ptr + ks[:, None] * svr + rows[None, :], mask=kmask[:, None] & (rows[None, :] < m_read), other=0.0)
+    return _mma(vt, c, W, PREC)
+
+
+@triton.jit
+def _minus_tt_w(T, b, stb, str_, ks, kmask, W, KP: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr):
+    """W2 = -(Tᵀ W) and its bf16 halves, split once for every row block the second pass writes (a
+    split in each would be a quarter of the conversions a block costs)."""
+    tt = tl.load(T + b * stb + ks[None, :] * str_ + ks[:, None], mask=kmask[:, None] & kmask[None, :], other=0.0)
+    W2 = -_mma(tt, W, tl.zeros([KP, BN], dtype=tl.float32), PREC)
+    w2h, w2l = _split(W2)
+    return W2, w2h, w2l
+
+
+@triton.jit
+def _update_rows(c_ptr, v_ptr, scr, svr, ks, kmask, cols, ncols, c, W2, w2h, w2l, r0, m_write, m_read,
+                 BM: tl.constexpr, PREC: tl.constexpr):
+    """Rows r0..r0+BM of C <- c + V[r0..r0+BM] W2 (V read as zeros past m_read: a skipped tile that
+    is written, with COPY, is written as zeros, its rows read from nowhere)."""
+    rows = r0 + tl.arange(0, BM)
+    v = tl.load(v_ptr + ks[None, :] * svr + rows[:, None], mask=kmask[None, :] & (rows[:, None] < m_read), other=0.0)
+    if PREC == "bf16x3":
+        c = _dot3_split(v, w2h, w2l, c)
+    else:
+        c = _mma(v, W2, c, PREC)
+    tl.store(c_ptr + rows[:, None] * scr + cols[None, :], c,
+             mask=(rows[:, None] < m_write) & (cols[None, :] < ncols))
+
+
+@triton.jit
 def _apply_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, j, b, LIVE, col0,
                 KP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
                 PREC: tl.constexpr, SKIP: tl.constexpr, COPY: tl.constexpr, UP: tl.constexpr):
@@ -422,67 +476,18 @@ def _apply_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, j, 
     s_ptr = S + b * scb
     v_ptr = VT + b * svb
     kmask = ks < width
-    m_read = m  # rows the first pass reads, and the second with COPY
-    m_write = m
-    if SKIP:
-        dead = col0 + j * BN >= tl.load(LIVE + b)
-        m_read = tl.where(dead, 0, m)
-        m_write = m if COPY else m_read
+    m_read, m_write = _rows_to_touch(m, j, LIVE, b, col0, BN, SKIP, COPY)
     W = tl.zeros([KP, BN], dtype=tl.float32)
     for r0 in tl.range(0, m_read, BM, num_stages=STAGES):
-        rows = r0 + tl.arange(0, BM)
-        cm = (rows[:, None] < m) & (cols[None, :] < ncols)
-        c = tl.load(s_ptr + rows[:, None] * scr + cols[None, :], mask=cm, other=0.0)
-        vt = tl.load(v_ptr + ks[:, None] * svr + rows[None, :], mask=kmask[:, None] & (rows[None, :] < m), other=0.0)
-        W = _mma(vt, c, W, PREC)
-    tt = tl.load(T + b * stb + ks[None, :] * str_ + ks[:, None], mask=kmask[:, None] & kmask[None, :], other=0.0)
-    W2 = -_mma(tt, W, tl.zeros([KP, BN], dtype=tl.float32), PREC)  # -(Tᵀ W)
-    # W2's halves once for every row block: the same split in each would be a quarter of the
-    # conversions a block costs
-    w2h, w2l = _split(W2)
+        c = _tile_rows(s_ptr, scr, cols, ncols, r0, m_read, BM)
+        W = _gram_rows(v_ptr, svr, ks, kmask, c, W, r0, m_read, BM, PREC)
+    W2, w2h, w2l = _minus_tt_w(T, b, stb, str_, ks, kmask, W, KP, BN, PREC)
     # UP: bottom up, so that the rows the first pass read last, the likeliest still in L2, come first
     chunks = tl.cdiv(m_write, BM)
     for q in tl.range(0, chunks, num_stages=STAGES):
-        rows = ((chunks - 1 - q) if UP else q) * BM + tl.arange(0, BM)
-        cm = (rows[:, None] < m) & (cols[None, :] < ncols)
-        # a skipped tile that is written (COPY) is written as zeros, read from nowhere
-        c = tl.load(s_ptr + rows[:, None] * scr + cols[None, :], mask=cm & (rows[:, None] < m_read), other=0.0)
-        v = tl.load(v_ptr + ks[None, :] * svr + rows[:, None], mask=kmask[None, :] & (rows[:, None] < m_read),
-                    other=0.0)
-        if PREC == "bf16x3":
-            c = _dot3_split(v, w2h, w2l, c)
-        else:
-            c = _mma(v, W2, c, PREC)
-        tl.store(c_ptr + rows[:, None] * scr + cols[None, :], c, mask=cm)
-
-
-@triton.jit
-def _held_rows(s_ptr, scr, cols, ncols, r0, m_read, BM: tl.constexpr):
-    """Rows r0..r0+BM of S's column tile (zeros past m_read and ncols)."""
-    rows = r0 + tl.arange(0, BM)
-    return tl.load(s_ptr + rows[:, None] * scr + cols[None, :], mask=(rows[:, None] < m_read) & (cols[None, :] < ncols),
-                   other=0.0)
-
-
-@triton.jit
-def _held_gram(v_ptr, svr, ks, kmask, c, W, r0, m_read, BM: tl.constexpr, PREC: tl.constexpr):
-    """W + Vᵀ[:, r0..r0+BM] c."""
-    rows = r0 + tl.arange(0, BM)
-    vt = tl.load(v_ptr + ks[:, None] * svr + rows[None, :], mask=kmask[:, None] & (rows[None, :] < m_read), other=0.0)
-    return _mma(vt, c, W, PREC)
-
-
-@triton.jit
-def _held_update(c_ptr, v_ptr, scr, svr, ks, kmask, cols, ncols, c, W2, w2h, w2l, r0, m, m_read,
-                 BM: tl.constexpr, PREC: tl.constexpr):
-    """Rows r0..r0+BM of C <- c + V[r0..r0+BM] W2."""
-    rows = r0 + tl.arange(0, BM)
-    v = tl.load(v_ptr + ks[None, :] * svr + rows[:, None], mask=kmask[None, :] & (rows[:, None] < m_read), other=0.0)
-    if PREC == "bf16x3":
-        c = _dot3_split(v, w2h, w2l, c)
-    else:
-        c = _mma(v, W2, c, PREC)
-    tl.store(c_ptr + rows[:, None] * scr + cols[None, :], c, mask=(rows[:, None] < m) & (cols[None, :] < ncols))
+        r0 = ((chunks - 1 - q) if UP else q) * BM
+        c = _tile_rows(s_ptr, scr, cols, ncols, r0, m_read, BM)
+        _update_rows(c_ptr, v_ptr, scr, svr, ks, kmask, cols, ncols, c, W2, w2h, w2l, r0, m_write, m_read, BM, PREC)
 
 
 @triton.jit
@@ -498,29 +503,21 @@ def _apply_held_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_
     s_ptr = S + b * scb
     v_ptr = VT + b * svb
     kmask = ks < width
-    m_read = m
-    m_write = m
-    if SKIP:
-        dead = col0 + j * BN >= tl.load(LIVE + b)
-        m_read = tl.where(dead, 0, m)
-        m_write = m if COPY else m_read
-    c0 = _held_rows(s_ptr, scr, cols, ncols, 0, m_read, BM)
-    c1 = _held_rows(s_ptr, scr, cols, ncols, BM, m_read, BM)
-    c2 = _held_rows(s_ptr, scr, cols, ncols, 2 * BM, m_read, BM)
-    c3 = _held_rows(s_ptr, scr, cols, ncols, 3 * BM, m_read, BM)
+    m_read, m_write = _rows_to_touch(m, j, LIVE, b, col0, BN, SKIP, COPY)
+    c0 = _tile_rows(s_ptr, scr, cols, ncols, 0, m_read, BM)
+    c1 = _tile_rows(s_ptr, scr, cols, ncols, BM, m_read, BM)
+    c2 = _tile_rows(s_ptr, scr, cols, ncols, 2 * BM, m_read, BM)
+    c3 = _tile_rows(s_ptr, scr, cols, ncols, 3 * BM, m_read, BM)
     W = tl.zeros([KP, BN], dtype=tl.float32)
-    W = _held_gram(v_ptr, svr, ks, kmask, c0, W, 0, m_read, BM, PREC)
-    W = _held_gram(v_ptr, svr, ks, kmask, c1, W, BM, m_read, BM, PREC)
-    W = _held_gram(v_ptr, svr, ks, kmask, c2, W, 2 * BM, m_read, BM, PREC)
-    W = _held_gram(v_ptr, svr, ks, kmask, c3, W, 3 * BM, m_read, BM, PREC)
-    tt = tl.load(T + b * stb + ks[None, :] * str_ + ks[:, None], mask=kmask[:, None] & kmask[None, :], other=0.0)
-    W2 = -_mma(tt, W, tl.zeros([KP, BN], dtype=tl.float32), PREC)  # -(Tᵀ W)
-    w2h, w2l = _split(W2)
-    # a skipped tile that is written (COPY) is written as zeros: its rows and V's were read as zeros
-    _held_update(c_ptr, v_ptr, scr, svr, ks, kmask, cols, ncols, c0, W2, w2h, w2l, 0, m_write, m_read, BM, PREC)
-    _held_update(c_ptr, v_ptr, scr, svr, ks, kmask, cols, ncols, c1, W2, w2h, w2l, BM, m_write, m_read, BM, PREC)
-    _held_update(c_ptr, v_ptr, scr, svr, ks, kmask, cols, ncols, c2, W2, w2h, w2l, 2 * BM, m_write, m_read, BM, PREC)
-    _held_update(c_ptr, v_ptr, scr, svr, ks, kmask, cols, ncols, c3, W2, w2h, w2l, 3 * BM, m_write, m_read, BM, PREC)
+    W = _gram_rows(v_ptr, svr, ks, kmask, c0, W, 0, m_read, BM, PREC)
+    W = _gram_rows(v_ptr, svr, ks, kmask, c1, W, BM, m_read, BM, PREC)
+    W = _gram_rows(v_ptr, svr, ks, kmask, c2, W, 2 * BM, m_read, BM, PREC)
+    W = _gram_rows(v_ptr, svr, ks, kmask, c3, W, 3 * BM, m_read, BM, PREC)
+    W2, w2h, w2l = _minus_tt_w(T, b, stb, str_, ks, kmask, W, KP, BN, PREC)
+    _update_rows(c_ptr, v_ptr, scr, svr, ks, kmask, cols, ncols, c0, W2, w2h, w2l, 0, m_write, m_read, BM, PREC)
+    _update_rows(c_ptr, v_ptr, scr, svr, ks, kmask, cols, ncols, c1, W2, w2h, w2l, BM, m_write, m_read, BM, PREC)
+    _update_rows(c_ptr, v_ptr, scr, svr, ks, kmask, cols, ncols, c2, W2, w2h, w2l, 2 * BM, m_write, m_read, BM, PREC)
+    _update_rows(c_ptr, v_ptr, scr, svr, ks, kmask, cols, ncols, c3, W2, w2h, w2l, 3 * BM, m_write, m_read, BM, PREC)
 
 
 # Device code (CUDA runtime only: it compiles without torch's headers).
