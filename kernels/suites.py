@@ -2,7 +2,8 @@
 
 ``qrv2-tests`` and ``qrv2-bench`` are the shapes, conditioning and cases of the
 public GPU MODE ``qr_v2`` problem, with our own seeds.  ``smoke``,
-``smoke-quick`` and ``smoke-bench`` are CPU-friendly.  ``qrv2-quick`` is a cheap GPU verification
+``smoke-quick`` and ``smoke-bench`` are CPU-friendly; ``demo-bench`` is ``smoke-bench`` and one
+size past 64, the CPU demonstration's bench.  ``qrv2-quick`` is a cheap GPU verification
 gate for the search's evaluation cascade.
 """
 
@@ -77,6 +78,18 @@ SUITES: dict[str, tuple[Case, ...]] = {
             (4, 32, 1, 9302, "dense"),
             (4, 48, 2, 9303, "mixed"),
             (2, 64, 0, 9304, "rankdef"),
+        ]
+    ),
+    # The CPU demonstration of `qrsearch launch`: smoke-bench and one matrix past 64, so that in the
+    # interpreter a one-step move of householder_unblocked's max_n (128 to 64 hands n = 80 to
+    # torch.geqrf) is a real gain the search can find, not only a draw of timing noise.
+    "demo-bench": _cases(
+        [
+            (8, 16, 1, 9301, "dense"),
+            (4, 32, 1, 9302, "dense"),
+            (4, 48, 2, 9303, "mixed"),
+            (2, 64, 0, 9304, "rankdef"),
+            (1, 80, 1, 9305, "dense"),
         ]
     ),
     "qrv2-tests": _cases(

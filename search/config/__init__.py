@@ -198,7 +198,7 @@ def default_config(cuda: bool) -> RunConfig:
     return RunConfig(
         name="default-cpu",
         families=[FamilySpec(name=name, islands=1, island_size=4) for name in CPU_DEMO_FAMILIES],
-        evaluation=EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu", profile=False,
+        evaluation=EvaluationConfig(verify_suite="smoke-quick", bench_suite="demo-bench", device="cpu", profile=False,
                                     timing=TimingPolicy(warmup_calls=1, min_reps=2, max_seconds=0.2),
                                     limits=RunLimits(case_timeout_s=120), duel_below_ms=0.0),
         budget=BudgetConfig(max_evals=16, max_minutes=6),

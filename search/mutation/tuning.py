@@ -34,6 +34,7 @@ from optuna.trial import FrozenTrial, TrialState
 from pydantic import ValidationError
 
 from kernels.params import ParamSpace
+from search.mutation import asks
 from search.mutation.journal import BufferedJournal
 from search.mutation.samplers import SteadySpaceTPE, distributions, sampler_for
 
@@ -173,13 +174,14 @@ class Tuner:
         for _ in range(max_invalid):
             if repeats >= 8:
                 # The sampler keeps proposing evaluated points (small spaces, converged TPE):
-                # put an untried valid point in front of it instead of giving up.
+                # ask an untried valid point instead of giving up.
                 fresh = self._unseen_point(space, seen, len(trials))
                 if fresh is None:
                     break
-                study.enqueue_trial(fresh)
+                trial = asks.ask_at(study, dists, fresh)
                 repeats = 0
-            trial = self._sampled(study, dists, space, seen)
+            else:
+                trial = self._sampled(study, dists, space, seen)
             params = dict(trial.params)
             try:
                 space(**params)
@@ -198,13 +200,19 @@ class Tuner:
             return Proposal(study=study.study_name, trial_number=trial.number, params=params, trial=trial)
         raise TunerExhausted(f"{study.study_name}: no new valid point found")
 
-    @staticmethod
-    def _sampled(study: optuna.Study, dists: dict[str, BaseDistribution], space: type[ParamSpace],
+    def _sampled(self, study: optuna.Study, dists: dict[str, BaseDistribution], space: type[ParamSpace],
                  seen: AbstractSet[tuple]) -> optuna.Trial:
-        """An asked trial; TPE takes its best drawn point that is valid and not asked before."""
+        """An asked trial; TPE takes its best drawn point that is valid and not asked before.  In one
+        journal log (:mod:`search.mutation.asks`) unless the study holds enqueued trials, which
+        ``Study.ask`` hands out first."""
         sampler = study.sampler
+        one_log = asks.draws_in_one_log(sampler) and not self._indexed(study).waiting
+
+        def ask() -> optuna.Trial:
+            return asks.ask_sampled(study, dists) if one_log else study.ask(dists)
+
         if not isinstance(sampler, SteadySpaceTPE):
-            return study.ask(dists)
+            return ask()
 
         def acceptable(params: dict[str, Any]) -> bool:
             if point_key(params) in seen:
@@ -216,7 +224,7 @@ class Tuner:
             return True
 
         with sampler.accepting(acceptable):
-            return study.ask(dists)
+            return ask()
 
     def _open(self, family: str, fingerprint: str, space: type[ParamSpace], parent_params: Mapping[str, Any],
               parent_id: str | None, parent_value: float | None
@@ -251,12 +259,7 @@ class Tuner:
             raise TunerExhausted(f"parameters {sorted(params)} do not match the space {sorted(dists)}")
         if point_key(params) in self._asked_keys(study, trials):
             return None
-        study.enqueue_trial(dict(params))
-        trial = study.ask(dists)
-        if point_key(trial.params) != point_key(params):  # another enqueued point came first: give it back
-            trial.set_user_attr(TRIAL_ATTR_SKIPPED, "not the enqueued point")
-            study.tell(trial, state=TrialState.PRUNED)
-            return None
+        trial = asks.ask_at(study, dists, params)
         return Proposal(study=study.study_name, trial_number=trial.number, params=dict(trial.params), trial=trial)
 
     def asked(self, family: str, fingerprint: str) -> AbstractSet[tuple]:

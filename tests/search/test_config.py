@@ -3,6 +3,7 @@ from pathlib import Path
 import pytest
 
 from kernels.families import FAMILIES
+from kernels.suites import get_suite
 from search.config import ConfigError, RunConfig, default_config
 from search.config_doc import render
 
@@ -20,7 +21,12 @@ def test_defaults_come_from_one_place():
     assert RunConfig.from_yaml_text("{}") == RunConfig()
     assert {f.name for f in RunConfig().families} == {n for n, f in FAMILIES.items() if not f.baseline}
     cpu = default_config(cuda=False)
-    assert cpu.evaluation.device == "cpu" and cpu.evaluation.bench_suite == "smoke-bench"
+    assert cpu.evaluation.device == "cpu" and cpu.evaluation.bench_suite == "demo-bench"
+    # The demo's bench holds a matrix that householder_unblocked's max_n at one step from its default
+    # (128 to 64) hands to torch.geqrf: a gain the demo's short search finds, not one drawn by noise.
+    demo = get_suite("demo-bench")
+    assert set(get_suite("smoke-bench")) < set(demo) and any(64 < c.n <= 128 for c in demo)
+    assert FAMILIES["householder_unblocked"].space().as_params()["max_n"] == 128
     assert default_config(cuda=True).evaluation.bench_suite == "qrv2-bench"
     # Without a GPU the default leaves out the CUDA C++ families (they would time torch.geqrf).
     cuda_only = {n for n, f in FAMILIES.items() if f.needs_cuda}
