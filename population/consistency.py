@@ -8,6 +8,7 @@ equal the rows they count.
 from __future__ import annotations
 
 from population.models import FAILURE_STATES, source_hash
+from population.sources import SourceReader
 from population.store import RunStore
 
 _FAILED = "(" + ", ".join(f"'{s.value}'" for s in FAILURE_STATES) + ")"
@@ -92,7 +93,17 @@ def check_consistency(store: RunStore, *, deep: bool = False) -> list[str]:
             if counters.get(f"evals/{fam}") != n:
                 problems.append(f"family {fam} has {n} evaluations but no matching counter")
         if deep:
-            for sha, text in conn.execute("SELECT sha256, text FROM blobs"):
-                if source_hash(text) != sha:
+            reader = SourceReader(conn)
+            for (sha,) in conn.execute("SELECT sha256 FROM blobs").fetchall():
+                delta = reader.delta(sha)
+                if delta is not None and reader.delta(delta.base) is not None:
+                    problems.append(f"blob {sha} is a delta of {delta.base}, which is not whole")
+                    continue
+                try:
+                    text = reader.text(sha)
+                except KeyError as exc:
+                    problems.append(str(exc).strip("'\""))
+                    continue
+                if text is None or source_hash(text) != sha:
                     problems.append(f"blob {sha} does not hash to its key")
     return problems

@@ -27,6 +27,7 @@ from population.events import EventOutcome, HumanEvent
 from population.models import Candidate, EvalResult, Origin, result_from_json
 from population.records import (BASELINE_FAMILY, LLM_CALL_PREFIX, SESSIONS_KEY, STATUS_KEY, DriverStatus, LLMCall,
                                 RunCounters, Session, parse, prefix_of)
+from population.sources import SourceReader
 from population.speedup import with_speedups
 from population.store_rows import ChampionEntry
 
@@ -124,6 +125,32 @@ class StoredRows(Mapping[str, V]):
 
     def items(self):  # type: ignore[override]
         return self.load_all().items()
+
+
+class StoredSources(StoredRows[str]):
+    """The store's source texts by sha256, as :class:`StoredRows` reads them; a text kept as a delta
+    of a whole one (population/sources.py) is joined on first use."""
+
+    def __init__(self, path: Path, keys: Iterable[str]) -> None:
+        super().__init__(path, keys, "blobs", "sha256", "text", str)
+        self._reader: SourceReader | None = None
+
+    def __getitem__(self, key: str) -> str:
+        if key not in self._keys:
+            raise KeyError(key)
+        if key not in self._rows:
+            if self._reader is None:
+                self._reader = SourceReader(self._connection())
+            text = self._reader.text(key)
+            if text is None:
+                raise KeyError(key)
+            self._rows[key] = text
+        return self._rows[key]
+
+    def load_all(self) -> dict[str, str]:
+        for key in self._keys:
+            self[key]
+        return self._rows
 
 
 class WithSpeedups(Mapping[str, EvalResult]):
@@ -259,6 +286,6 @@ def read_snapshot(store: RunStore) -> RunSnapshot:
                                       result_from_json),
             history=tuple(store.champion_history()), current=store.current_champion_ids(),
             counters=store.counters(), kv=store.kv_items(),
-            sources=StoredRows(store.path, store.source_hashes(), "blobs", "sha256", "text", str),
+            sources=StoredSources(store.path, store.source_hashes()),
             devices=store.result_devices(), events=tuple(store.events()), outcomes=store.outcomes(),
             taken_at=time.time())

@@ -3,7 +3,8 @@
 What lives where: ``candidates`` (one row per candidate, its lifecycle state, its
 fitness once verified, whether it is an island member, and ``told_seq``, the
 global evaluation number at which it finished), ``results`` (one per evaluated
-candidate), ``blobs`` (sources by sha256, stored once), ``structures``,
+candidate), ``blobs`` (sources by sha256, stored once: whole, or as the span where a child differs from its
+parent's whole text, ``source_deltas``, population/sources.py), ``structures``,
 ``champions`` (history; the last row per family is the current champion),
 ``rng_states``, ``counters`` and ``kv`` (config and driver state as JSON).
 Pending work is the ``pending``/``running`` candidates themselves.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping
+from functools import cached_property
 from typing import Any
 
 from population.errors import InvalidTransition
@@ -22,6 +24,7 @@ from population.family import ChampionChange
 from population.maturation import StructureRecord
 from population.models import (Candidate, EvalResult, Frozen, NewCandidate, Origin, State, candidate_id,
                                result_from_json, source_hash)
+from population.sources import DELTAS_TABLE, SourceReader, delta_against
 from population.store_file import StoreFile
 from population.store_rows import (CAND_CHECKED_COLS, CAND_COLS, CAND_INSERT, CHAMP_COLS, STRUCT_COLS,
                                    ChampionEntry, candidate_from_row, candidate_row, candidates_from_rows,
@@ -93,19 +96,39 @@ class RunStore(StoreFile):
             self._write("INSERT OR IGNORE INTO blobs(sha256, text) VALUES (?, ?)", (sha, text))
         return sha
 
+    @cached_property
+    def _sources(self) -> SourceReader:
+        return SourceReader(self._conn)
+
+    def _put_child_source(self, sha: str, text: str, parent_id: str | None) -> None:
+        """A new text stored once: as its span of difference from its first parent's whole base where
+        that is small (population/sources.py), else whole."""
+        if self._one("SELECT 1 FROM blobs WHERE sha256 = ?", (sha,)) is not None:
+            return
+        parent_sha = None if parent_id is None else self._one(
+            "SELECT source_sha256 FROM candidates WHERE id = ?", (parent_id,))
+        base = None if parent_sha is None else self._sources.base_of(parent_sha)
+        delta = None if base is None else delta_against(base[0], base[1], text)
+        if delta is None:
+            self._write("INSERT INTO blobs(sha256, text) VALUES (?, ?)", (sha, text))
+            return
+        self._write("INSERT INTO blobs(sha256, text) VALUES (?, '')", (sha,))
+        self._write(f"INSERT INTO {DELTAS_TABLE}(sha256, base, head, tail, middle) VALUES (?, ?, ?, ?, ?)",
+                    (sha, delta.base, delta.head, delta.tail, delta.middle))
+
     def kv_items(self) -> dict[str, Any]:
         """Every key/value entry but the config, its JSON parsed (what the driver keeps: population/records.py)."""
         return {k: json.loads(v) for k, v in self._execute("SELECT key, value FROM kv WHERE key != 'config'")}
 
     def sources(self) -> dict[str, str]:
-        """Every source blob by sha256."""
-        return dict(self._execute("SELECT sha256, text FROM blobs").fetchall())
+        """Every source text by sha256."""
+        return {sha: self.source(sha) for sha in self.source_hashes()}
 
     def source_hashes(self) -> list[str]:
         return [sha for (sha,) in self._execute("SELECT sha256 FROM blobs")]
 
     def source(self, sha256: str) -> str:
-        text = self._one("SELECT text FROM blobs WHERE sha256 = ?", (sha256,))
+        text = self._sources.text(sha256)
         if text is None:
             raise KeyError(f"no source blob {sha256}")
         return text
@@ -126,8 +149,7 @@ class RunStore(StoreFile):
             seq = self.next_seq()
             for new in news:
                 cand = new.to_candidate(candidate_id(seq), stamp)
-                self._write("INSERT OR IGNORE INTO blobs(sha256, text) VALUES (?, ?)",
-                            (cand.source_sha256, new.source))
+                self._put_child_source(cand.source_sha256, new.source, new.parent_ids[0] if new.parent_ids else None)
                 self._write(CAND_INSERT, candidate_row(cand))
                 out.append(cand)
                 seq += 1

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from population.errors import RunStoreError, StoreCorrupt, StoreExists, StoreLocked, StoreReadOnly
-from population.store_schema import (APPLICATION_ID, DDL, LOCK_NAME, SCHEMA_VERSION, check_header,
+from population.store_schema import (APPLICATION_ID, DDL, DELTAS_DDL, LOCK_NAME, SCHEMA_VERSION, check_header,
                                      check_identity, db_path, fsync_dir, note_closed, note_open)
 
 BUSY_TIMEOUT_MS = 10_000
@@ -135,6 +135,7 @@ class StoreFile:
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
                 conn.execute("PRAGMA foreign_keys = ON")
+                migrate(conn)
         except (sqlite3.DatabaseError, RunStoreError) as exc:
             if probe is not None:
                 probe.close()
@@ -262,6 +263,24 @@ def _lock(run_dir: Path, path: Path) -> int:
         os.close(fd)
         raise StoreLocked(path, "another process has this run open for writing") from None
     return fd
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Bring a writer's store of an older schema to :data:`SCHEMA_VERSION` in one transaction (schema
+    1 lacks only the deltas' table); a store of this schema is left untouched."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version == SCHEMA_VERSION:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(DELTAS_DDL)
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def read_connection(path: Path) -> sqlite3.Connection:

@@ -14,7 +14,10 @@ from pathlib import Path
 
 from population.errors import StoreCorrupt, StoreForeign, StoreNotFound, StoreTooNew, StoreTooOld
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Schema 1 lacks only the deltas' table (population/sources.py): it is read as it is, and a writer
+# opening it adds the table and marks it 2 (store_file.migrate).
+MIGRATABLE_VERSIONS = (1,)
 APPLICATION_ID = 0x51525352  # "QRSR"
 DB_NAME = "run.sqlite"
 LOCK_NAME = "run.lock"
@@ -92,6 +95,12 @@ CREATE INDEX champions_family ON champions(family, seq);
 EVENTS_DDL = ("CREATE TABLE IF NOT EXISTS events(seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, "
               "target TEXT NOT NULL, at REAL NOT NULL, body TEXT NOT NULL) STRICT")
 DDL += EVENTS_DDL + ";\n"
+# Schema 2: a source kept as the span where it differs from a whole one (population/sources.py);
+# its blobs row holds an empty text, so that candidates name it as any other.
+DELTAS_DDL = ("CREATE TABLE IF NOT EXISTS source_deltas(sha256 TEXT PRIMARY KEY REFERENCES blobs(sha256), "
+              "base TEXT NOT NULL REFERENCES blobs(sha256), head INTEGER NOT NULL, tail INTEGER NOT NULL, "
+              "middle TEXT NOT NULL) STRICT")
+DDL += DELTAS_DDL + ";\n"
 
 
 def db_path(run_dir: Path) -> Path:
@@ -148,16 +157,16 @@ def check_identity(conn: sqlite3.Connection, path: Path, *, integrity: bool) -> 
     if version > SCHEMA_VERSION:
         raise StoreTooNew(path, f"schema version {version} is newer than this qrsearch "
                                 f"understands ({SCHEMA_VERSION}); upgrade qrsearch to read it")
-    if version < SCHEMA_VERSION:
+    if version < SCHEMA_VERSION and version not in MIGRATABLE_VERSIONS:
         raise StoreTooOld(path, f"schema version {version} is older than {SCHEMA_VERSION} "
                                 f"and has no migration")
     try:
         meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
     except sqlite3.OperationalError as exc:
         raise StoreCorrupt(path, f"missing tables ({exc})") from exc
-    if meta.get("schema_version") != str(SCHEMA_VERSION):
+    if meta.get("schema_version") != str(version):
         raise StoreCorrupt(path, f"meta.schema_version {meta.get('schema_version')!r} disagrees "
-                                 f"with the header ({SCHEMA_VERSION})")
+                                 f"with the header ({version})")
     if integrity:
         problems = [r[0] for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
         if problems != ["ok"]:

@@ -9,7 +9,7 @@ evaluations take minutes, not a simulated hour of a Ray cluster.  Per window of 
 evaluations it prints the process CPU per evaluation, split into the driver's and the
 simulator's (the virtual pool's own bookkeeping and the landscape's arithmetic, which a real
 driver does not pay; what Ray's pool costs instead is tools/scale_bench.py's), the time in the
-proposer, Optuna ask/tell and store commits per evaluation, the resident memory, the candidates in
+proposer, Optuna ask/tell and store commits per evaluation, the resident memory, the store's size on disk, the candidates in
 the store and the Optuna trials.  New structures arrive every ``--inject-every`` evaluations
 as in tools/scale_bench.py (``qrsearch inject``'s event from a side process), so the studies stay
 at the config's ``trials_per_structure`` as in a run with an LLM.  What Ray costs the driver (submit, poll) is tools/scale_bench.py's.
@@ -137,6 +137,7 @@ def main() -> int:
                    "wall_ms_per_eval": round(1000 * (now_wall - mark["wall"]) / d, 2),
                    "load1": round(os.getloadavg()[0], 2),
                    "rss_mib": round(rss_mib(), 1), "candidates": run.store.count_candidates(),
+                   "store_mib": round(sum(f.stat().st_size for f in cfg.run_dir.glob("run.sqlite*")) / 2**20, 1),
                    "trials": sum(len(s.get_trials(deepcopy=False)) for s in tuner._studies.values())}
             for label, (calls, secs) in probe.since.items():  # this window's
                 row[f"{label} ms/eval"] = round(1000 * secs / d, 3)

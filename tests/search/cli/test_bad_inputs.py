@@ -90,7 +90,7 @@ def test_a_focus_case_that_is_not_in_the_suite_names_the_option_not_pydantic(cap
     code, _, err = run_cli(capsys, "launch", "--focus", "nosuchcase")
     assert code == 2
     line = one_error_line(err)
-    assert line.startswith("error: --focus: nosuchcase not in bench suite smoke-bench") and ": :" not in line
+    assert line.startswith("error: --focus: nosuchcase not in bench suite demo-bench") and ": :" not in line
 
 
 def test_broken_yaml_names_the_file_and_the_line(capsys, tmp_path):
