@@ -206,7 +206,8 @@ class Tuner:
         journal log (:mod:`search.mutation.asks`) unless the study holds enqueued trials, which
         ``Study.ask`` hands out first."""
         sampler = study.sampler
-        one_log = asks.draws_in_one_log(sampler) and not self._indexed(study).waiting
+        index = self._index.get(study.study_name)  # brought up to date by _open, before this ask
+        one_log = asks.draws_in_one_log(sampler) and index is not None and not index.waiting
 
         def ask() -> optuna.Trial:
             return asks.ask_sampled(study, dists) if one_log else study.ask(dists)
@@ -259,7 +260,10 @@ class Tuner:
             raise TunerExhausted(f"parameters {sorted(params)} do not match the space {sorted(dists)}")
         if point_key(params) in self._asked_keys(study, trials):
             return None
-        trial = asks.ask_at(study, dists, params)
+        try:
+            trial = asks.ask_at(study, dists, params)
+        except ValueError:  # a value outside the study's distributions: no trial of it, nothing written
+            return None
         return Proposal(study=study.study_name, trial_number=trial.number, params=dict(trial.params), trial=trial)
 
     def asked(self, family: str, fingerprint: str) -> AbstractSet[tuple]:

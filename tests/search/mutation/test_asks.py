@@ -102,3 +102,21 @@ def test_the_tuner_hands_out_an_enqueued_point_first(tmp_path):
     assert point != first.params
     tuner.study("fam", "fp").enqueue_trial(point)
     assert tuner.ask("fam", "fp", Space, defaults).params == point
+
+
+def test_the_tuners_asks_are_one_log_each(tmp_path):
+    """The tuner takes the one-log path (a fall back to Study.ask would write a log per knob)."""
+    from search.mutation.tuning import Tuner
+
+    tuner = Tuner(tmp_path / "j.log", seed=4)
+    defaults = Space().as_params()
+    tuner.bind(tuner.ask("fam", "fp", Space, defaults, parent_id="c0", parent_value=1.0), "c1")
+    for i in range(6):
+        before = tuner.journal.pending
+        asked = tuner.ask("fam", "fp", Space, defaults)
+        assert tuner.journal.pending - before == 1
+        tuner.bind(asked, f"c{i + 2}")
+    before = tuner.journal.pending
+    point = {"block": 64, "warps": 6, "stages": 1, "precision": "tf32x3", "only": 7}
+    assert tuner.ask_at("fam", "fp", Space, defaults, point) is not None
+    assert tuner.journal.pending - before == 1

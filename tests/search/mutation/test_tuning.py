@@ -264,3 +264,15 @@ def test_tpe_asks_draw_valid_new_points_without_pruned_retries(tmp_path):
     invalid = [t for t in sampled if str(t.user_attrs.get(TRIAL_ATTR_SKIPPED, "")).startswith("invalid")]
     assert not invalid  # 5 when the tuner's asks take Optuna's best candidate, valid or not
     assert sum(t.params["block"] == 64 for t in sampled if t.state == TrialState.COMPLETE) >= 10
+
+
+def test_a_point_outside_the_studys_distributions_is_not_asked(tmp_path):
+    """A local step or a carried lead names a point valid in the space; one the study's distributions
+    do not hold (a value no Choice lists) gets no trial and writes nothing."""
+    tuner = Tuner(tmp_path / "j.log", seed=3)
+    inside = tuner.ask_at("fam", "fp", Space, DEFAULTS, dict(DEFAULTS, stages=3), parent_id="c0", parent_value=2.0)
+    assert inside is not None and inside.params["stages"] == 3
+    before = len(tuner.study("fam", "fp").get_trials())
+    assert tuner.ask_at("fam", "fp", Space, DEFAULTS, dict(DEFAULTS, block=48)) is None
+    assert tuner.ask_at("fam", "fp", Space, DEFAULTS, dict(DEFAULTS, stages=9)) is None
+    assert len(tuner.study("fam", "fp").get_trials()) == before
