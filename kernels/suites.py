@@ -59,6 +59,13 @@ def _smoke() -> tuple[Case, ...]:
     return _cases(rows)
 
 
+_SMOKE_BENCH: list[tuple[int, int, float, int, str]] = [
+    (8, 16, 1, 9301, "dense"),
+    (4, 32, 1, 9302, "dense"),
+    (4, 48, 2, 9303, "mixed"),
+    (2, 64, 0, 9304, "rankdef"),
+]
+
 SUITES: dict[str, tuple[Case, ...]] = {
     "smoke": _smoke(),
     # The search's cheap CPU gate: each size class and the hardest profiles.
@@ -72,26 +79,11 @@ SUITES: dict[str, tuple[Case, ...]] = {
             (4, 48, 2, 9206, "mixed"),
         ]
     ),
-    "smoke-bench": _cases(
-        [
-            (8, 16, 1, 9301, "dense"),
-            (4, 32, 1, 9302, "dense"),
-            (4, 48, 2, 9303, "mixed"),
-            (2, 64, 0, 9304, "rankdef"),
-        ]
-    ),
+    "smoke-bench": _cases(_SMOKE_BENCH),
     # The CPU demonstration of `qrsearch launch`: smoke-bench and one matrix past 64, so that in the
     # interpreter a one-step move of householder_unblocked's max_n (128 to 64 hands n = 80 to
     # torch.geqrf) is a real gain the search can find, not only a draw of timing noise.
-    "demo-bench": _cases(
-        [
-            (8, 16, 1, 9301, "dense"),
-            (4, 32, 1, 9302, "dense"),
-            (4, 48, 2, 9303, "mixed"),
-            (2, 64, 0, 9304, "rankdef"),
-            (1, 80, 1, 9305, "dense"),
-        ]
-    ),
+    "demo-bench": _cases([*_SMOKE_BENCH, (1, 80, 1, 9305, "dense")]),
     "qrv2-tests": _cases(
         [
             (20, 32, 1, 61001, "dense"),

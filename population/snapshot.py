@@ -69,11 +69,15 @@ class StoredRows(Mapping[str, V]):
         if key not in self._keys:
             raise KeyError(key)
         if key not in self._rows:
-            row = self._connection().execute(self._one, (key,)).fetchone()
-            if row is None:
+            value = self._read(key)
+            if value is None:
                 raise KeyError(key)
-            self._rows[key] = self._parse(row[0])
+            self._rows[key] = value
         return self._rows[key]
+
+    def _read(self, key: str) -> V | None:
+        row = self._connection().execute(self._one, (key,)).fetchone()
+        return None if row is None else self._parse(row[0])
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._keys)
@@ -135,17 +139,10 @@ class StoredSources(StoredRows[str]):
         super().__init__(path, keys, "blobs", "sha256", "text", str)
         self._reader: SourceReader | None = None
 
-    def __getitem__(self, key: str) -> str:
-        if key not in self._keys:
-            raise KeyError(key)
-        if key not in self._rows:
-            if self._reader is None:
-                self._reader = SourceReader(self._connection())
-            text = self._reader.text(key)
-            if text is None:
-                raise KeyError(key)
-            self._rows[key] = text
-        return self._rows[key]
+    def _read(self, key: str) -> str | None:
+        if self._reader is None:
+            self._reader = SourceReader(self._connection())
+        return self._reader.text(key)
 
     def load_all(self) -> dict[str, str]:
         for key in self._keys:

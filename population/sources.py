@@ -106,13 +106,13 @@ class SourceReader:
         if text is not None:
             self._bases.move_to_end(sha)
             return text
-        row = self._conn.execute("SELECT text FROM blobs WHERE sha256 = ?", (sha,)).fetchone()
-        if row is None:
+        text = self._blob(sha)
+        if text is None:
             return None
-        self._bases[sha] = row[0]
+        self._bases[sha] = text
         if len(self._bases) > BASES_KEPT:
             self._bases.popitem(last=False)
-        return row[0]
+        return text
 
     def base_of(self, sha: str) -> tuple[str, str] | None:
         """The whole text a new delta of ``sha``'s text should be taken from: its own, or its base."""
@@ -123,8 +123,8 @@ class SourceReader:
 
     def text(self, sha: str) -> str | None:
         delta = self.delta(sha)
-        if delta is None:
-            return self.whole(sha) if sha in self._bases else self._blob(sha)
+        if delta is None:  # read, not kept: most texts read are no one's base
+            return self._bases.get(sha) or self._blob(sha)
         base = self.whole(delta.base)
         if base is None:
             raise KeyError(f"source {sha} is a delta of {delta.base}, which is missing")
