@@ -1,7 +1,7 @@
 """Probe (not a test, not the product): where simulated evaluators' idle time goes at N evaluators.
 
     .venv/bin/python lab/scale_idle_probe.py [--evaluators 64] [--seed 1] [--virtual-minutes 3]
-        [--config runs/multi-gpu.yaml] [--set SECTION.KEY=VALUE ...] [--variant anticipate|reserve]
+        [--config runs/multi-gpu.yaml] [--set SECTION.KEY=VALUE ...] [--variant reserve]
 
 The real loop on the virtual pool (``tools/scale_quality.py``'s set-up: the driver taken as
 infinitely fast), stopped after ``--virtual-minutes``.  Between two events each evaluator is in
@@ -11,9 +11,8 @@ each state per virtual minute and, for the holds, how many compile slots were bu
 compiles waited for one; then the evaluations' mean compile wait and queued time.  The last
 minute drains (the stop), so read the ones before it.
 
-``--variant`` patches the pool for a lead, not in the product:
-- ``anticipate``: an evaluator whose lanes all run and whose queue holds nothing compiled asks for
-  one more request, as a holding lane does, before a lane frees;
+``--variant`` patches the pool for a lead, not in the product (the lead once called
+``anticipate`` is the product's ``--set evaluation.compile_before_need=true``):
 - ``reserve``: the last free compile slot goes only to a compile expected under 2 s.
 """
 
@@ -79,22 +78,6 @@ def instrument(per_minute: dict[int, collections.Counter[str]], stages: collecti
     gpu.GpuModel.outcome = counted  # type: ignore[method-assign]
 
 
-def anticipate() -> None:
-    fill = virtual_pool.VirtualPool._fill
-
-    def fill_ahead(self: virtual_pool.VirtualPool, ev: Any) -> None:
-        fill(self, ev)
-        if not (self.hold_for_ready and ev.queue and len(ev.running) >= self.lanes):
-            return
-        if not any(ev.compiles.is_ready(req.candidate_id) for _, req in ev.queue):
-            if ev.starved_load is None or ev.recheck_at is None or self.now >= ev.recheck_at:
-                ev.starved_load, ev.recheck_at = self._load(ev), self.now + self.ready_wait_s
-        else:
-            ev.starved_load, ev.recheck_at = None, None
-
-    virtual_pool.VirtualPool._fill = fill_ahead  # type: ignore[method-assign]
-
-
 def reserve() -> None:
     def advance(self: compiles.CompileSlots, now: float) -> None:
         while self._waiting:
@@ -129,15 +112,13 @@ def main() -> int:
     ap.add_argument("--virtual-minutes", type=float, default=3.0)
     ap.add_argument("--config", type=Path, default=ROOT / "runs" / "multi-gpu.yaml")
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
-    ap.add_argument("--variant", choices=["anticipate", "reserve"], default=None)
+    ap.add_argument("--variant", choices=["reserve"], default=None)
     args = ap.parse_args()
 
     per_minute: dict[int, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     stages: collections.Counter[str] = collections.Counter()
     instrument(per_minute, stages)
-    if args.variant == "anticipate":
-        anticipate()
-    elif args.variant == "reserve":
+    if args.variant == "reserve":
         reserve()
     scale_quality.WITHIN = -1.0  # never "reached": the run stops on virtual time
     from search.engine.loop import SearchLoop

@@ -92,7 +92,6 @@ def main() -> int:
     from search.engine.loop import SearchLoop
     from search.mutation.tuning import Tuner
     from search.run.driver import OPTUNA_FILE, create_run
-    from search.engine.pool import queue_depths
     from search.evaluate.simulated.virtual_pool import VirtualPool
     from population.store_file import StoreFile
     from search.engine.proposer import Proposer
@@ -108,11 +107,7 @@ def main() -> int:
         trials = args.trials or RunConfig.from_yaml(args.config).optuna.trials_per_structure
         cfg = quality_config(args.config, args.seed, Path(tmp), "driver", trials=trials, max_evals=args.max_evals,
                              settings=args.set)
-        ev = cfg.evaluation
-        lookahead, room = queue_depths(args.evaluators, ev.compile_ahead, ev.compile_ahead_max,
-                                       ev.compile_ahead_total)
-        pool = VirtualPool(args.evaluators, cfg.simulation, cfg.seed, lanes=ev.lanes, lookahead=lookahead,
-                           max_lookahead=ev.compile_ahead_max, room_lookahead=room, hold_for_ready=ev.hold_for_ready)
+        pool = VirtualPool.for_run(args.evaluators, cfg)
         run = create_run(cfg)
         tuner = Tuner(cfg.run_dir / OPTUNA_FILE, cfg.optuna.sampler, cfg.seed, cfg.optuna.trials_per_structure)
         loop = SearchLoop(cfg, run, pool, tuner, registry.FAMILIES, log=lambda _m: None, max_evals=args.max_evals)

@@ -71,15 +71,11 @@ def run_one(args: argparse.Namespace, evaluators: int, seed: int, runs_dir: Path
     from search.engine.loop import SearchLoop
     from search.mutation.tuning import Tuner
     from search.run.driver import OPTUNA_FILE, create_run
-    from search.engine.pool import queue_depths
     from search.evaluate.simulated.virtual_pool import VirtualPool
 
     config = quality_config(args.config, seed, runs_dir, f"q{evaluators}-s{seed}", trials=args.trials,
                             max_evals=args.max_evals, queue_total=args.queue_total, settings=args.set)
-    ev = config.evaluation
-    lookahead, room = queue_depths(evaluators, ev.compile_ahead, ev.compile_ahead_max, ev.compile_ahead_total)
-    pool = VirtualPool(evaluators, config.simulation, config.seed, lanes=ev.lanes, lookahead=lookahead,
-                       max_lookahead=ev.compile_ahead_max, room_lookahead=room, hold_for_ready=ev.hold_for_ready)
+    pool = VirtualPool.for_run(evaluators, config)
     run = create_run(config)
     tuner = Tuner(config.run_dir / OPTUNA_FILE, config.optuna.sampler, config.seed, config.optuna.trials_per_structure)
     loop = SearchLoop(config, run, pool, tuner, registry.FAMILIES, log=lambda _m: None, max_evals=args.max_evals)

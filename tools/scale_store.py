@@ -41,14 +41,10 @@ def base_run(out: Path, evaluators: int, evals: int, config: Path, seed: int) ->
     from search.engine.loop import SearchLoop
     from search.mutation.tuning import Tuner
     from search.run.driver import OPTUNA_FILE, create_run
-    from search.engine.pool import queue_depths
     from search.evaluate.simulated.virtual_pool import VirtualPool
 
     cfg = quality_config(config, seed, out.parent, out.name, trials=100_000, max_evals=evals)
-    ev = cfg.evaluation
-    lookahead, room = queue_depths(evaluators, ev.compile_ahead, ev.compile_ahead_max, ev.compile_ahead_total)
-    pool = VirtualPool(evaluators, cfg.simulation, cfg.seed, lanes=ev.lanes, lookahead=lookahead,
-                       max_lookahead=ev.compile_ahead_max, room_lookahead=room, hold_for_ready=ev.hold_for_ready)
+    pool = VirtualPool.for_run(evaluators, cfg)
     run = create_run(cfg)
     tuner = Tuner(cfg.run_dir / OPTUNA_FILE, cfg.optuna.sampler, cfg.seed, cfg.optuna.trials_per_structure)
     loop = SearchLoop(cfg, run, pool, tuner, registry.FAMILIES, log=lambda _m: None, max_evals=evals)

@@ -107,9 +107,12 @@ class EvaluatorActor:
     def withdraw(self, candidate_id: str) -> None:
         self.worker.withdraw(candidate_id)
 
-    @ray.method(concurrency_group="ahead")
-    def compile_room(self) -> int:
-        return self.worker.compile_room()
+    @ray.method(concurrency_group="ahead")  # after the prefetches sent before it, in order
+    def compile_state(self, candidate_ids: list[str]) -> tuple[int, list[str]]:
+        """Its compile room and which of ``candidate_ids`` (the pool's queue for it) are compiled:
+        one question, asked every half second, tells the pool both how many more it may hold
+        and which queued request a free lane can start without asking."""
+        return self.worker.compile_room(), self.worker.compiled(candidate_ids)
 
     @ray.method(concurrency_group="waits")
     def ready_within(self, candidate_ids: list[str], timeout_s: float) -> list[str]:

@@ -66,6 +66,9 @@ class RayPool:
     room_every_s: float = 0.5  # how often an evaluator is asked for its compile room
     hold_for_ready: bool = False  # a free lane waits for a compiled request (see the class docstring)
     ready_wait_s: float = 0.5
+    # With hold_for_ready: while its lanes all run and nothing it queues is compiled, an evaluator
+    # takes one more request per compile report, so that one is compiled when a lane frees.
+    anticipate: bool = False
     simulation: Simulation | None = None  # simulated GPUs (evaluation.device: simulated)
     slots: list[Slot] = field(default_factory=list)
     _flights: dict[Any, Flight] = field(default_factory=dict)
@@ -110,10 +113,21 @@ class RayPool:
         """Requests the slot may hold (the rule: :class:`search.evaluate.admission.Admission`)."""
         return self._admission.capacity(slot.room_load, slot.room, slot.starved_load)
 
+    def _wants_report(self, slot: Slot) -> bool:
+        """Whether a compile report from the slot could change what the pool does: its room lets
+        it hold more; with anticipation, while nothing it queues is known compiled, a report may
+        name one (started without a question) or take one more request.  At 64 evaluators a
+        report from each every half second was six actor calls an evaluation."""
+        if self._room_cap > self.lookahead:
+            return True
+        return (self.anticipate and self.hold_for_ready and slot.ready_ref is None and bool(slot.queue)
+                and not slot.known_compiled())
+
     def _ask_room(self) -> None:
-        """Collect the evaluators' answers to "how many more could you compile now?" and ask
-        again every ``room_every_s`` (never waiting: the answer counts from the next call)."""
-        if self._room_cap <= self.lookahead:
+        """Collect the evaluators' answers to "how many more could you compile now, and which of
+        your queue is compiled?" and ask again every ``room_every_s`` (never waiting: the answer
+        counts from the next call)."""
+        if self._room_cap <= self.lookahead and not (self.anticipate and self.hold_for_ready):
             return
         now = time.monotonic()
         slots = self._ready()
@@ -123,15 +137,20 @@ class RayPool:
             for ref in answered:
                 slot = asked[ref]
                 try:
-                    slot.room, slot.room_load = int(ray.get(ref)), slot.room_ref_load
+                    room, compiled = ray.get(ref)
+                    slot.room, slot.room_load = int(room), slot.room_ref_load
+                    slot.compiled.update(compiled)
                 except RayError:
                     slot.room = 0
                 slot.room_ref = None
+                self._anticipate(slot)
         for slot in slots:
-            if slot.room_ref is None and now - slot.room_asked >= self.room_every_s:
+            if slot.room_ref is None and now - slot.room_asked >= self.room_every_s and self._wants_report(slot):
                 # Asked after the prefetches sent so far (one concurrency group, in order): the
                 # answer counts the requests it holds now.
-                slot.room_ref, slot.room_ref_load = slot.actor.compile_room.remote(), slot.load
+                queued = [r.candidate_id for r in slot.queue]
+                slot.compiled.intersection_update(queued)  # started or withdrawn since: no longer asked about
+                slot.room_ref, slot.room_ref_load = slot.actor.compile_state.remote(queued), slot.load
                 slot.room_asked = now
 
     def free_slots(self) -> int:
@@ -224,17 +243,29 @@ class RayPool:
         while slot.queue and slot.ping is None and slot.running < self.lanes:
             if slot.ready_ref is not None:
                 return  # a question about its queue is out: its answer starts one
+            index: int | None = 0
             if self._needs_answer(slot):
+                # A request the actor already said is compiled starts without a question (one
+                # actor call and a poll's round trip less per start).
+                index = slot.known_next(self.hold_for_ready)
+            if index is None:
                 self._ask_ready(slot, hold=False)
                 return
             slot.starved_load = None
-            self._start(slot, slot.queue.pop(0))
+            self._start(slot, slot.queue.pop(index))
 
     def _needs_answer(self, slot: Slot) -> bool:
         """Whether the request to start depends on which queued ones are compiled (:func:`next_in_queue`);
         if not, the head starts."""
         waited, limit = slot.head_waited()
         return self.ready_first and (len(slot.queue) >= 2 or self.hold_for_ready) and waited <= limit
+
+    def _anticipate(self, slot: Slot) -> None:
+        """After a compile report: while every lane runs and nothing queued is compiled, one more
+        request (as a holding lane asks), so that its compile starts before a lane frees; nothing
+        more once one is.  A lane that holds keeps its own question's count."""
+        if self.anticipate and self.hold_for_ready and slot.ready_ref is None and slot.up and slot.running >= self.lanes:
+            slot.starved_load = slot.load if slot.queue and not slot.known_compiled() else None
 
     def _ask_ready(self, slot: Slot, hold: bool) -> None:
         """Ask the actor which queued requests are compiled: at once, or (``hold``: every one is still
@@ -259,6 +290,7 @@ class RayPool:
             return
         except RayError:
             ready = set()
+        slot.compiled = (slot.compiled | ready).intersection(r.candidate_id for r in slot.queue)
         if not slot.queue or slot.ping is not None or slot.running >= self.lanes:
             slot.starved_load = None
             return

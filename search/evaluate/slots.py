@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from search.engine.messages import EvalRequest
+from search.engine.pool import next_in_queue
 
 
 @dataclass
@@ -34,7 +35,7 @@ class Slot:
     # an evaluator that is up, see RayPool._rehome).
     queue: list[EvalRequest] = field(default_factory=list)
     # What the actor last said: it held ``room_load`` requests and ``room`` compile processes
-    # would idle (its compile_room), so it may hold room_load + room; the question in flight,
+    # would idle (its compile_state), so it may hold room_load + room; the question in flight,
     # the requests it held when that was sent, and when.
     room: int = 0
     room_load: int = 0
@@ -47,6 +48,8 @@ class Slot:
     ready_ref: Any = None
     ready_hold: bool = False
     starved_load: int | None = None
+    # Queued requests the actor said are compiled (its last compile report and hold answers).
+    compiled: set[str] = field(default_factory=set)
 
     @property
     def up(self) -> bool:
@@ -62,6 +65,7 @@ class Slot:
         """Ask a (re)starting actor whether it is up; what it said before no longer counts."""
         self.room, self.room_load, self.room_ref = 0, 0, None
         self.ready_ref, self.starved_load = None, None
+        self.compiled = set()  # a restarted actor compiles its queue again
         self.ping = self.actor.ping.remote()
         self.ping_sent = time.monotonic()
 
@@ -80,6 +84,17 @@ class Slot:
         """Tell a restarted actor what it holds: it knows nothing of what was announced before."""
         for queued in self.queue:
             self.actor.prefetch.remote(queued.model_dump_json())
+
+    def known_compiled(self) -> list[int]:
+        """Positions in its queue of the requests its actor said are compiled."""
+        return [i for i, r in enumerate(self.queue) if r.candidate_id in self.compiled]
+
+    def known_next(self, hold: bool) -> int | None:
+        """The queued request to start by what the actor last said is compiled (a compile does not
+        undo itself), or None when it named none that is queued: then the pool asks it."""
+        if not self.known_compiled():
+            return None
+        return next_in_queue([r.candidate_id for r in self.queue], self.compiled, *self.head_waited(), hold=hold)
 
     def head_waited(self) -> tuple[float, float]:
         """How long the head has been queued, and how long it may be."""

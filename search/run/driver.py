@@ -211,7 +211,8 @@ def execute(session: RunSession, address: str | None, console: Console, grace_s:
                        env_extra=evaluator_env(run_dir, interpret), lanes=config.evaluation.lanes,
                        lookahead=lookahead, room_lookahead=room_lookahead,
                        max_lookahead=config.evaluation.compile_ahead_max,
-                       hold_for_ready=config.evaluation.hold_for_ready and config.evaluation.compile_ahead > 0)
+                       hold_for_ready=config.evaluation.hold_for_ready and config.evaluation.compile_ahead > 0,
+                       anticipate=config.evaluation.compile_before_need)
         kind = f"{gpus} GPU evaluator(s)" if gpus else f"{pool.size} CPU evaluator(s) (Triton interpreter)"
         if simulated:
             kind = (f"{gpus} simulated GPU evaluator(s) (delays from {config.simulation.model}, times from its "

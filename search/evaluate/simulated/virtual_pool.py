@@ -13,7 +13,9 @@ actors.  The admission is RayPool's: each evaluator runs ``lanes`` requests and 
 ``lookahead`` more, up to ``room_lookahead`` while its compile slots have room (the room as of
 the last event, as RayPool's last answer); with ``hold_for_ready`` a free lane starts only a
 compiled request (the first queued one that is, :func:`~search.engine.pool.next_in_queue`)
-and asks for one more request every ``ready_wait_s`` while none is, up to ``max_lookahead``; a request started on an
+and asks for one more request every ``ready_wait_s`` while none is, up to ``max_lookahead``, and
+with ``anticipate`` so does an evaluator whose lanes all run while nothing it queues is compiled
+(RayPool on its compile reports); a request started on an
 idle evaluator with nothing queued is compiled in its evaluation (one lane) or announced then
 (several, as the worker does).  One evaluation holds the device at a time, in start order.
 """
@@ -23,9 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Collection
 
-from search.config import SimulationConfig
+from search.config import RunConfig, SimulationConfig
 from search.engine.messages import EvalRequest
-from search.engine.pool import Completed, PoolEvent, PoolStats, next_in_queue
+from search.engine.pool import Completed, PoolEvent, PoolStats, next_in_queue, queue_depths
 from search.evaluate.simulated.compiles import CompileSlots
 from search.evaluate.simulated.gpu import GpuModel
 
@@ -50,6 +52,7 @@ class _Evaluator:
     room_load: int = 0
     starved_load: int | None = None
     recheck_at: float | None = None  # a holding lane asks again then
+    reported_at: float | None = None  # its last compile report that anticipated (see VirtualPool._anticipated)
     quiet: tuple[int, int, float] | None = None  # (queued, running, until): a hold that needs no new answer
     evaluations: int = 0
 
@@ -57,18 +60,29 @@ class _Evaluator:
 class VirtualPool:
     def __init__(self, evaluators: int, settings: SimulationConfig, seed: int, lanes: int = 1, lookahead: int = 0,
                  max_lookahead: int = 0, hold_for_ready: bool = False, ready_wait_s: float = 0.5,
-                 room_lookahead: int | None = None) -> None:
+                 room_lookahead: int | None = None, anticipate: bool = False) -> None:
         self.now = 0.0
         self.gpu = GpuModel(settings, seed)
         self.lanes = max(1, lanes)
         self.lookahead, self.max_lookahead = lookahead, max_lookahead
         self.room_lookahead = max_lookahead if room_lookahead is None else room_lookahead
         self.hold_for_ready = hold_for_ready and lookahead > 0
+        self.anticipate = anticipate and self.hold_for_ready
         self.ready_wait_s = ready_wait_s
         self.evaluators = [_Evaluator(name=f"gpu{i}", compiles=CompileSlots(settings.compile_slots, self.clock))
                            for i in range(evaluators)]
         self.compile_ahead = lookahead > 0
         self._inflight: list[str] | None = None  # inflight()'s answer until the next change
+
+    @classmethod
+    def for_run(cls, evaluators: int, config: RunConfig) -> VirtualPool:
+        """The pool a run of ``config`` would drive on ``evaluators`` simulated GPUs: its queue
+        depths, lanes and holds as the driver gives them to RayPool."""
+        ev = config.evaluation
+        lookahead, room = queue_depths(evaluators, ev.compile_ahead, ev.compile_ahead_max, ev.compile_ahead_total)
+        return cls(evaluators, config.simulation, config.seed, lanes=ev.lanes, lookahead=lookahead,
+                   max_lookahead=ev.compile_ahead_max, room_lookahead=room, hold_for_ready=ev.hold_for_ready,
+                   anticipate=ev.compile_before_need)
 
     def clock(self) -> float:
         return self.now
@@ -167,7 +181,8 @@ class VirtualPool:
     def _fill(self, ev: _Evaluator) -> None:
         """Start queued requests on free lanes (the compiled ones first), or hold."""
         if not ev.queue or len(ev.running) >= self.lanes:
-            ev.starved_load, ev.recheck_at = None, None  # nothing to hold for (as RayPool's answer says)
+            ev.recheck_at = None  # nothing to hold for (as RayPool's answer says)
+            ev.starved_load = self._anticipated(ev)
         while ev.queue and len(ev.running) < self.lanes:
             if ev.quiet is not None and ev.quiet[:2] == (len(ev.queue), len(ev.running)) and self.now < ev.quiet[2]:
                 return  # holding, and nothing it holds for can have changed since it was last asked
@@ -198,9 +213,26 @@ class VirtualPool:
             self._inflight = None  # the order changes: running first
             self._start(ev, request, queued_at)
 
+    def _anticipated(self, ev: _Evaluator) -> int | None:
+        """RayPool's rule after each compile report (every ``ready_wait_s`` here, the pool's
+        ``room_every_s``): while every lane runs and nothing queued is compiled, the load it holds
+        one more than; None once one is (or without ``anticipate``)."""
+        if not self.anticipate or not ev.queue or len(ev.running) < self.lanes:
+            ev.reported_at = None
+            return None
+        if any(ev.compiles.is_ready(req.candidate_id) for _, req in ev.queue):
+            ev.reported_at = None
+            return None
+        if ev.starved_load is not None and ev.reported_at is not None and self.now < ev.reported_at + self.ready_wait_s:
+            return ev.starved_load
+        ev.reported_at = self.now
+        return self._load(ev)
+
     def _next_event(self) -> float | None:
         times = [r.finish for ev in self.evaluators for r in ev.running]
         for ev in self.evaluators:
+            if ev.reported_at is not None and len(ev.running) >= self.lanes:
+                times.append(ev.reported_at + self.ready_wait_s)  # its next report may take one more
             if ev.starved_load is not None and ev.recheck_at is not None:
                 times.append(ev.recheck_at)
                 end = ev.compiles.next_finish()

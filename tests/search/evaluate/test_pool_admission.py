@@ -36,8 +36,8 @@ class RoomActor:
         return True
 
     @ray.method(concurrency_group="ahead")
-    def compile_room(self) -> int:
-        return self.room
+    def compile_state(self, candidate_ids: list[str]) -> tuple[int, list[str]]:
+        return self.room, []  # nothing it queues is compiled
 
     @ray.method(concurrency_group="ahead")
     def set_room(self, room: int) -> None:

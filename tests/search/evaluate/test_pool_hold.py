@@ -28,6 +28,8 @@ class CompilingActor:
         self.ready: set[str] = set()
         self.started: list[str] = []
         self.released: set[str] = set()
+        self.reports = 0
+        self.questions = 0
 
     def ping(self) -> dict:
         return {"name": "fake", "pid": os.getpid(), "host": "here", "gpus": ""}
@@ -50,14 +52,17 @@ class CompilingActor:
 
     @ray.method(concurrency_group="waits")
     def ready_within(self, candidate_ids: list[str], timeout_s: float) -> list[str]:
+        self.questions += 1
         deadline = time.monotonic() + timeout_s
         while not (ready := [c for c in candidate_ids if c in self.ready]) and time.monotonic() < deadline:
             time.sleep(0.01)
         return ready
 
     @ray.method(concurrency_group="ahead")
-    def compile_room(self) -> int:
-        return 0  # every compile CPU busy: only holds make the queue grow
+    def compile_state(self, candidate_ids: list[str]) -> tuple[int, list[str]]:
+        self.reports += 1
+        # Every compile CPU busy: only holds (and with anticipation, reports) make the queue grow.
+        return 0, [c for c in candidate_ids if c in self.ready]
 
     @ray.method(concurrency_group="ahead")
     def compile_done(self, cid: str) -> None:
@@ -71,6 +76,10 @@ class CompilingActor:
     def starts(self) -> list[str]:
         return list(self.started)
 
+    @ray.method(concurrency_group="ahead")
+    def calls(self) -> dict[str, int]:
+        return {"reports": self.reports, "questions": self.questions}
+
 
 def request(cid: str, timeout_s: float = 240.0) -> EvalRequest:
     cases = list(get_suite("smoke"))[:1]
@@ -79,7 +88,7 @@ def request(cid: str, timeout_s: float = 240.0) -> EvalRequest:
                        device="cpu", limits=RunLimits(case_timeout_s=timeout_s))
 
 
-def make_pool(tmp_path, hold: bool):
+def make_pool(tmp_path, hold: bool, **options):
     from search.evaluate.ray_pool import RayPool
     from search.evaluate.slots import Slot
 
@@ -90,7 +99,7 @@ def make_pool(tmp_path, hold: bool):
             self.slots.append(slot)
 
     pool = OneActorPool(workdir=tmp_path, gpus=1, lookahead=2, max_lookahead=4, hold_for_ready=hold,
-                        ready_wait_s=0.05)
+                        ready_wait_s=0.05, **options)
     deadline = time.monotonic() + 30
     while pool.free_slots() == 0 and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -155,6 +164,55 @@ def test_the_queue_grows_one_request_per_unanswered_hold_up_to_the_max(local_ray
                 submitted += 1
         assert len(pool.inflight()) == 1 + 4  # lanes + max_lookahead, never more
         assert ray.get(actor.starts.remote()) == ["c1"]  # none of them compiled: still holding
+    finally:
+        ray.kill(actor, no_restart=True)
+
+
+def reported(pool, cid: str) -> bool:
+    """Whether a compile report named ``cid`` compiled (reports are collected where the loop asks
+    for free slots, before each proposal)."""
+    pool.free_slots()
+    return cid in pool.slots[0].compiled
+
+
+def test_a_request_a_compile_report_named_starts_without_a_question(local_ray, tmp_path):
+    pool, actor = make_pool(tmp_path, hold=True, room_every_s=0.05)
+    try:
+        for cid in ("c1", "c2", "c3"):
+            pool.submit(request(cid))
+        ray.get(actor.compile_done.remote("c3"))
+        poll_until(pool, lambda ev: reported(pool, "c3"), timeout=10)
+        ray.get(actor.release.remote("c1"))
+        poll_until(pool, lambda ev: len(ray.get(actor.starts.remote())) == 2, timeout=10)
+        assert ray.get(actor.starts.remote()) == ["c1", "c3"]  # the compiled one, not the head
+        calls = ray.get(actor.calls.remote())
+        assert calls["questions"] == 0 and calls["reports"] >= 1
+    finally:
+        ray.kill(actor, no_restart=True)
+
+
+@pytest.mark.parametrize("anticipate", [True, False])
+def test_anticipation_takes_one_more_per_report_while_every_lane_runs_and_nothing_queued_is_compiled(
+        local_ray, tmp_path, anticipate):
+    pool, actor = make_pool(tmp_path, hold=True, anticipate=anticipate, room_every_s=0.05)
+    try:
+        for cid in ("c1", "c2", "c3"):  # c1 runs (held there), c2 and c3 compile
+            pool.submit(request(cid))
+        submitted = 0
+        deadline = time.monotonic() + 3  # 60 reports of nothing compiled
+        while time.monotonic() < deadline and submitted < 10:
+            pool.poll(0.05)
+            if pool.free_slots() > 0:
+                pool.submit(request(f"x{submitted}"))
+                submitted += 1
+        assert ray.get(actor.starts.remote()) == ["c1"]  # no lane was free: nothing else started
+        if not anticipate:
+            assert submitted == 0 and not pool.holding()
+            return
+        assert len(pool.inflight()) == 1 + 4 and pool.holding()  # lanes + max_lookahead, never more
+        ray.get(actor.compile_done.remote("x0"))
+        poll_until(pool, lambda ev: reported(pool, "x0") and not pool.holding(), timeout=10)  # no more
+        assert pool.free_slots() == 0 and ray.get(actor.starts.remote()) == ["c1"]
     finally:
         ray.kill(actor, no_restart=True)
 

@@ -166,3 +166,18 @@ def test_a_duel_times_the_defender_as_the_reference_case_by_case():
     assert out.state is State.VERIFIED
     for case in out.result.cases:
         assert case.baseline_ms is not None and case.baseline_ms > 0.8 * case.median_ms
+
+
+def test_a_hold_question_is_answered_when_the_compile_ends_without_polling_at_a_high_rate():
+    clock = FakeClock()
+    sim = worker(clock)
+    sleeps: list[float] = []
+    sim.sleep = lambda s: (sleeps.append(s), clock.sleep(s))  # type: ignore[assignment,func-returns-value]
+    assert sim.prefetch(request("c1", "lookahead_split"))
+    assert sim.compiles is not None
+    ends = sim.compiles.next_finish()
+    assert ends is not None and ends - clock.now > 0.2
+    assert sim.ready_within(["c1"], timeout_s=0.1) == [] and clock.now == pytest.approx(100.1)  # timed out
+    assert sim.ready_within(["c1"], timeout_s=3600.0) == ["c1"]
+    assert clock.now == pytest.approx(ends)  # answered the moment the compile ended, not a poll later
+    assert len(sleeps) <= (ends - 100.0) / 0.25 + 3  # a few wake-ups a second, not fifty

@@ -103,6 +103,24 @@ def test_a_hold_ends_when_its_queue_is_taken_back():
     assert not pool.holding() and pool.poll(0.0) == [] and pool.inflight() == []
 
 
+@pytest.mark.parametrize("anticipate", [True, False])
+def test_anticipation_queues_more_while_the_lane_runs_and_nothing_queued_is_compiled(anticipate):
+    pool = VirtualPool(1, SimulationConfig(compile_slots=1), seed=5, lanes=1, lookahead=1, max_lookahead=4,
+                       hold_for_ready=True, anticipate=anticipate)
+    pool.submit(request("a", "lookahead_split"))  # starts: compiles and runs for about a minute
+    pool.submit(request("b", "lookahead_split"))  # queued: a long compile on the one slot
+    most, submitted, done = 0, 0, False
+    while not done:
+        if pool.free_slots() > 0:
+            pool.submit(request(f"x{submitted}", "lookahead_split"))
+            submitted += 1
+        most = max(most, pool.inflight_count())
+        done = any(isinstance(e, Completed) for e in pool.poll(0.0))
+        assert pool.now < 600
+    # One more per report (every 0.5 s) while a runs and none queued is compiled, up to the max.
+    assert most == (1 + 4 if anticipate else 2)
+
+
 def test_the_real_loop_runs_on_it(tmp_path):
     import kernels.families as registry
     from search.engine.loop import SearchLoop
@@ -148,10 +166,7 @@ def _recorded_runs_pace(run_dir: Path, seed: int) -> dict[str, float]:
     data.update(runs_dir=str(run_dir), seed=seed)
     data["evaluation"]["device"] = "simulated"
     config = RunConfig.model_validate(data)
-    ev = config.evaluation
-    lookahead, room = queue_depths(1, ev.compile_ahead, ev.compile_ahead_max, ev.compile_ahead_total)
-    pool = VirtualPool(1, config.simulation, config.seed, lanes=ev.lanes, lookahead=lookahead,
-                       max_lookahead=ev.compile_ahead_max, room_lookahead=room, hold_for_ready=ev.hold_for_ready)
+    pool = VirtualPool.for_run(1, config)
     run = create_run(config)
     tuner = Tuner(config.run_dir / "optuna.journal", seed=config.seed)
     loop = SearchLoop(config, run, pool, tuner, registry.FAMILIES, log=lambda _m: None, max_evals=None)
