@@ -110,8 +110,8 @@ class EvaluatorActor:
     @ray.method(concurrency_group="ahead")  # after the prefetches sent before it, in order
     def compile_state(self, candidate_ids: list[str]) -> tuple[int, list[str]]:
         """Its compile room and which of ``candidate_ids`` (the pool's queue for it) are compiled:
-        one question, asked every half second, tells the pool both how many more it may hold
-        and which queued request a free lane can start without asking."""
+        one question (every half second, where the answer could matter) tells the pool both how
+        many more it may hold and which queued request a free lane can start without asking."""
         return self.worker.compile_room(), self.worker.compiled(candidate_ids)
 
     @ray.method(concurrency_group="waits")
