@@ -185,25 +185,6 @@ def test_cuda_blocked_update_kernel_fits_at_its_tightest_accepted_points(clean_e
                                  update_gt1024="fp32"))  # accepted
     fn = _kernel("cuda_blocked", "_apply_kernel")
     constants = dict(KP=max(16, block), BM=bm, BN=bn, STAGES=stages, PREC="tf32x3", PERSIST=False, SKIP=False,
-                     COPY=False, UP=True, ONCHIP=False)
+                     COPY=False, UP=True)
     arrays = {n: "*fp32" for n in ("S", "C", "VT", "T")} | {"LIVE": "*i32"}
-    assert _shared_bytes(fn, constants, arrays, 4) <= SHARED_BYTES_PER_BLOCK
-
-
-@pytest.mark.slow
-@needs_ptxas
-@isolated
-def test_cuda_blocked_held_update_fits_at_its_tightest_accepted_point(clean_env):  # noqa: F811
-    """The held update (the tile in registers as four row blocks of up to 256 rows) stages a row block of
-    Vᵀ and W's operand, or Tᵀ, in shared memory: the most the space accepts (blocks of 128, since the
-    staged kernel's rule refuses 256 for every split update; 64-column tiles at 1024 rows) fits."""
-    from kernels.families import get_family
-
-    cuda_blocked = get_family("cuda_blocked")
-    cuda_blocked.validate(cuda_blocked.default_params().as_params()
-                          | dict(apply_held_le1024=True, apply_held_bn=64, block_le1024=128))  # accepted
-    fn = _kernel("cuda_blocked", "_apply_kernel")
-    arrays = {n: "*fp32" for n in ("S", "C", "VT", "T")} | {"LIVE": "*i32"}
-    constants = dict(KP=128, BM=256, BN=64, STAGES=3, PREC="bf16x3", PERSIST=False, SKIP=True, COPY=True,
-                     UP=False, ONCHIP=True)
     assert _shared_bytes(fn, constants, arrays, 4) <= SHARED_BYTES_PER_BLOCK

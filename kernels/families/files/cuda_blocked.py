@@ -24,8 +24,7 @@ in exact FP32 (PARAMS update_* = "fp32"; torch's default keeps TF32 off for matm
 Triton kernel per update (update_* = "tf32x3" or "bf16x3"), a program per matrix and
 apply_bn-column tile of C: W = VᵀC over apply_bm-row blocks of C, then C -= V·(TᵀW) over
 them again (bottom up where PARAMS apply_up_* say: the rows read last are the likeliest still in
-L2), C's tile read twice and written once, or (apply_held_*) read once as four row blocks held in
-registers between the two products; every product on the tensor cores as three
+L2), C's tile read twice and written once; every product on the tensor cores as three
 products of split operands (x = hi + lo; hi·hi + hi·lo + lo·hi accumulated in FP32).  With
 TF32 halves a product keeps about 2^-21 of relative accuracy, with bf16 halves (twice the
 tensor-core rate) about 2^-16; plain TF32 (2^-11) failed the residual gate at n = 512.  The
@@ -167,10 +166,6 @@ PARAMS = {
     'apply_stages': 3,
     'apply_up_le512': True,
     'apply_up_gt512': False,
-    'apply_held_le512': False,
-    'apply_held_le1024': False,
-    'apply_held_bn': 32,
-    'apply_held_warps': 8,
     'panel_le512': 'householder',
     'panel_le1024': 'householder',
     'panel_gt1024': 'cholqr2',
@@ -261,13 +256,6 @@ SPACE = {
     # (H100, kernels/BENCHMARKS.md#update-traffic).
     "apply_up_le512": [False, True],
     "apply_up_gt512": [False, True],
-    # The update's tile read once and held in registers (four row blocks of at most 256 rows) from
-    # W = VᵀC to C -= V W2, for n <= 512 and 512 < n <= 1024, in tiles of apply_held_bn columns on
-    # apply_held_warps warps: C's traffic 2x instead of 3x, V's per column twice that of 64-wide tiles.
-    "apply_held_le512": [False, True],
-    "apply_held_le1024": [False, True],
-    "apply_held_bn": [16, 32, 64],
-    "apply_held_warps": [4, 8],
     # The panel algorithm per size class (n ≤ 512, ≤ 1024, above); above 1024 with cholqr2 the
     # leaves are 32 wide whatever nb_le2048 says.  Cholesky QR leaves of fewer than cholqr_min_rows
     # rows use the register kernel.  A block merge's V1ᵀV2 over at least cross_min_rows rows is split
@@ -382,25 +370,17 @@ def _mma(a, b, acc, PREC: tl.constexpr):
 def _apply_kernel(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, col_tiles, tiles, LIVE, col0,
                   KP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
                   PREC: tl.constexpr, PERSIST: tl.constexpr, SKIP: tl.constexpr, COPY: tl.constexpr,
-                  UP: tl.constexpr, ONCHIP: tl.constexpr):
+                  UP: tl.constexpr):
     """C <- (I - V T Vᵀ)ᵀ S for every matrix: a program per column tile of one matrix, or (PERSIST)
-    fewer programs, each taking every grid-th tile of the tiles numbered matrix by matrix.  ONCHIP:
-    each tile read once and held in registers between the two products (m <= 4 BM)."""
+    fewer programs, each taking every grid-th tile of the tiles numbered matrix by matrix."""
     # Tiles of one matrix are neighbours in launch order, so its Vᵀ (read by every tile, twice)
     # stays in L2 between them instead of coming from memory once per tile.
     if PERSIST:
         for tile in range(tl.program_id(0), tiles, tl.num_programs(0)):
             j = tile % col_tiles
             b = (tile // col_tiles).to(tl.int64)
-            if ONCHIP:
-                _apply_held_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, j, b, LIVE, col0,
-                                 KP, BM, BN, PREC, SKIP, COPY)
-            else:
-                _apply_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, j, b, LIVE, col0,
-                            KP, BM, BN, STAGES, PREC, SKIP, COPY, UP)
-    elif ONCHIP:
-        _apply_held_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, tl.program_id(0),
-                         tl.program_id(1).to(tl.int64), LIVE, col0, KP, BM, BN, PREC, SKIP, COPY)
+            _apply_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, j, b, LIVE, col0,
+                        KP, BM, BN, STAGES, PREC, SKIP, COPY, UP)
     else:
         _apply_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, tl.program_id(0),
                     tl.program_id(1).to(tl.int64), LIVE, col0, KP, BM, BN, STAGES, PREC, SKIP, COPY, UP)
@@ -488,36 +468,6 @@ def _apply_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, j, 
         r0 = ((chunks - 1 - q) if UP else q) * BM
         c = _tile_rows(s_ptr, scr, cols, ncols, r0, m_read, BM)
         _update_rows(c_ptr, v_ptr, scr, svr, ks, kmask, cols, ncols, c, W2, w2h, w2l, r0, m_write, m_read, BM, PREC)
-
-
-@triton.jit
-def _apply_held_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, j, b, LIVE, col0,
-                     KP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, PREC: tl.constexpr, SKIP: tl.constexpr,
-                     COPY: tl.constexpr):
-    """_apply_tile with the tile's m <= 4 BM rows read once, as four row blocks held in registers from
-    W = VᵀC to C -= V W2: where the update is bound by DRAM, C's second read (half of it from DRAM at
-    640x512) is the cost."""
-    cols = j * BN + tl.arange(0, BN)
-    ks = tl.arange(0, KP)
-    c_ptr = C + b * scb
-    s_ptr = S + b * scb
-    v_ptr = VT + b * svb
-    kmask = ks < width
-    m_read, m_write = _rows_to_touch(m, j, LIVE, b, col0, BN, SKIP, COPY)
-    c0 = _tile_rows(s_ptr, scr, cols, ncols, 0, m_read, BM)
-    c1 = _tile_rows(s_ptr, scr, cols, ncols, BM, m_read, BM)
-    c2 = _tile_rows(s_ptr, scr, cols, ncols, 2 * BM, m_read, BM)
-    c3 = _tile_rows(s_ptr, scr, cols, ncols, 3 * BM, m_read, BM)
-    W = tl.zeros([KP, BN], dtype=tl.float32)
-    W = _gram_rows(v_ptr, svr, ks, kmask, c0, W, 0, m_read, BM, PREC)
-    W = _gram_rows(v_ptr, svr, ks, kmask, c1, W, BM, m_read, BM, PREC)
-    W = _gram_rows(v_ptr, svr, ks, kmask, c2, W, 2 * BM, m_read, BM, PREC)
-    W = _gram_rows(v_ptr, svr, ks, kmask, c3, W, 3 * BM, m_read, BM, PREC)
-    W2, w2h, w2l = _minus_tt_w(T, b, stb, str_, ks, kmask, W, KP, BN, PREC)
-    _update_rows(c_ptr, v_ptr, scr, svr, ks, kmask, cols, ncols, c0, W2, w2h, w2l, 0, m_write, m_read, BM, PREC)
-    _update_rows(c_ptr, v_ptr, scr, svr, ks, kmask, cols, ncols, c1, W2, w2h, w2l, BM, m_write, m_read, BM, PREC)
-    _update_rows(c_ptr, v_ptr, scr, svr, ks, kmask, cols, ncols, c2, W2, w2h, w2l, 2 * BM, m_write, m_read, BM, PREC)
-    _update_rows(c_ptr, v_ptr, scr, svr, ks, kmask, cols, ncols, c3, W2, w2h, w2l, 3 * BM, m_write, m_read, BM, PREC)
 
 
 # Device code (CUDA runtime only: it compiles without torch's headers).
@@ -2737,10 +2687,7 @@ def _apply(c: torch.Tensor, v_t: torch.Tensor, t: torch.Tensor, src: torch.Tenso
     if mode != "fp32" and c.stride(2) == 1 and c.numel() and c.shape[0] < 65536:  # grid's y limit
         assert source.stride() == c.stride()
         m = c.shape[1]
-        held = n <= 1024 and PARAMS["apply_held_le512" if n <= 512 else "apply_held_le1024"]
-        bn = PARAMS["apply_held_bn"] if held else PARAMS["apply_bn"]
-        # held: four row blocks cover the tile (at least 16 rows each: the tensor cores' smallest)
-        bm = max(16, triton.next_power_of_2(-(-m // 4))) if held else PARAMS["apply_bm"]
+        bn, bm = PARAMS["apply_bn"], PARAMS["apply_bm"]
         col_tiles = triton.cdiv(c.shape[2], bn)
         tiles = col_tiles * c.shape[0]
         persist = 0 < programs < tiles
@@ -2749,8 +2696,7 @@ def _apply(c: torch.Tensor, v_t: torch.Tensor, t: torch.Tensor, src: torch.Tenso
             v_t.stride(1), t.stride(0), t.stride(1), col_tiles, tiles, t if live is None else live, col0,
             KP=max(16, triton.next_power_of_2(width)), BM=bm, BN=bn, STAGES=PARAMS["apply_stages"],
             PREC=mode, PERSIST=persist, SKIP=live is not None, COPY=src is not None,
-            UP=PARAMS["apply_up_le512" if n <= 512 else "apply_up_gt512"], ONCHIP=held,
-            num_warps=PARAMS["apply_held_warps"] if held else warps)
+            UP=PARAMS["apply_up_le512" if n <= 512 else "apply_up_gt512"], num_warps=warps)
         return
     if src is not None:
         c.copy_(src)
