@@ -76,6 +76,7 @@ class RayPool:
 
     def __post_init__(self) -> None:
         self.lanes = max(1, self.lanes)  # 0 (unset) means one lane
+        self.anticipate = self.anticipate and self.hold_for_ready  # it changes only how lanes hold
         count = self.gpus if self.gpus > 0 else self.cpu_evaluators
         env = dict(self.env_extra)
         if self.gpus == 0:
@@ -120,14 +121,13 @@ class RayPool:
         report from each every half second was six actor calls an evaluation."""
         if self._room_cap > self.lookahead:
             return True
-        return (self.anticipate and self.hold_for_ready and slot.ready_ref is None and bool(slot.queue)
-                and not slot.known_compiled())
+        return self.anticipate and slot.ready_ref is None and bool(slot.queue) and not slot.knows_compiled()
 
     def _ask_room(self) -> None:
         """Collect the evaluators' answers to "how many more could you compile now, and which of
         your queue is compiled?" and ask again every ``room_every_s`` (never waiting: the answer
         counts from the next call)."""
-        if self._room_cap <= self.lookahead and not (self.anticipate and self.hold_for_ready):
+        if self._room_cap <= self.lookahead and not self.anticipate:
             return
         now = time.monotonic()
         slots = self._ready()
@@ -264,8 +264,8 @@ class RayPool:
         """After a compile report: while every lane runs and nothing queued is compiled, one more
         request (as a holding lane asks), so that its compile starts before a lane frees; nothing
         more once one is.  A lane that holds keeps its own question's count."""
-        if self.anticipate and self.hold_for_ready and slot.ready_ref is None and slot.up and slot.running >= self.lanes:
-            slot.starved_load = slot.load if slot.queue and not slot.known_compiled() else None
+        if self.anticipate and slot.ready_ref is None and slot.up and slot.running >= self.lanes:
+            slot.starved_load = slot.load if slot.queue and not slot.knows_compiled() else None
 
     def _ask_ready(self, slot: Slot, hold: bool) -> None:
         """Ask the actor which queued requests are compiled: at once, or (``hold``: every one is still

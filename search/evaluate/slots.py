@@ -85,14 +85,14 @@ class Slot:
         for queued in self.queue:
             self.actor.prefetch.remote(queued.model_dump_json())
 
-    def known_compiled(self) -> list[int]:
-        """Positions in its queue of the requests its actor said are compiled."""
-        return [i for i, r in enumerate(self.queue) if r.candidate_id in self.compiled]
+    def knows_compiled(self) -> bool:
+        """Whether its actor said one of the requests it queues is compiled."""
+        return any(r.candidate_id in self.compiled for r in self.queue)
 
     def known_next(self, hold: bool) -> int | None:
         """The queued request to start by what the actor last said is compiled (a compile does not
         undo itself), or None when it named none that is queued: then the pool asks it."""
-        if not self.known_compiled():
+        if not self.knows_compiled():
             return None
         return next_in_queue([r.candidate_id for r in self.queue], self.compiled, *self.head_waited(), hold=hold)
 
