@@ -39,6 +39,6 @@ adopt_blocked() {
 }
 
 verify_blocked() {
-  timeout 80 python3 -m search verify kernels/families/files/cuda_blocked.py --suite qrv2-tests > "$OUT/verify_cb.txt" 2>&1
+  timeout 240 python3 -m search verify kernels/families/files/cuda_blocked.py --suite qrv2-tests > "$OUT/verify_cb.txt" 2>&1
   stamp "verify cuda_blocked on qrv2-tests: exit $? ($(grep -o '[0-9]*/[0-9]* cases passed' "$OUT/verify_cb.txt"))"
 }

@@ -109,25 +109,29 @@ def emulated(tmp_path_factory):
 _PANEL_DRIVER = r"""
 extern "C" void run_panel(const float* S, float* H, float* tau, float* vt, float* t, int batch, int n, int k, int w,
                           long long vstride, long long tstride, int ldt, double* acc, double* small, int* flags,
-                          int sweep, double one_pass, int threads) {
+                          int sweep, double one_pass, int threads, int nb) {
     const dim3 chunks{(unsigned)((n - k + GROWS - 1) / GROWS), (unsigned)batch, 1};
     const dim3 matrices{(unsigned)batch, 1, 1};
     emu::launch_serial(chunks, 256, 0, [&] { cholqr_gram_kernel(S, n, k, w, nullptr, 0, acc, flags); });
     const int m = n - k;
-    const unsigned block = sweep ? (unsigned)threads : 1024u;
+    const unsigned block = sweep && sweep != 3 ? (unsigned)threads : 1024u;
     if (sweep == 2) emu::launch_serial(matrices, 32, 0, [&] { cholqr_first_warp_kernel(acc, w, m, one_pass, small, flags); });
     else emu::launch_serial(matrices, block, 0, [&] {
-        if (!sweep) cholqr_first_kernel<false, 1>(acc, w, m, one_pass, small, flags);
-        else if (block == 1024) cholqr_first_kernel<true, 1>(acc, w, m, one_pass, small, flags);
-        else if (block == 256) cholqr_first_kernel<true, 4>(acc, w, m, one_pass, small, flags);
-        else cholqr_first_kernel<true, 8>(acc, w, m, one_pass, small, flags);
+        if (sweep == 3 && nb == 4) cholqr_first_kernel<true, 1, 4>(acc, w, m, one_pass, small, flags);
+        else if (sweep == 3) cholqr_first_kernel<true, 1, 8>(acc, w, m, one_pass, small, flags);
+        else if (!sweep) cholqr_first_kernel<false, 1, 0>(acc, w, m, one_pass, small, flags);
+        else if (block == 1024) cholqr_first_kernel<true, 1, 0>(acc, w, m, one_pass, small, flags);
+        else if (block == 256) cholqr_first_kernel<true, 4, 0>(acc, w, m, one_pass, small, flags);
+        else cholqr_first_kernel<true, 8, 0>(acc, w, m, one_pass, small, flags);
     });
     emu::launch_serial(chunks, 256, 0, [&] { cholqr_gram_kernel(S, n, k, w, small + QB * QB, 4 * QB * QB, acc, flags); });
     emu::launch_serial(matrices, block, 0, [&] {
-        if (!sweep) cholqr_second_kernel<false, 1>(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, acc, small, flags);
-        else if (block == 1024) cholqr_second_kernel<true, 1>(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, acc, small, flags);
-        else if (block == 256) cholqr_second_kernel<true, 4>(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, acc, small, flags);
-        else cholqr_second_kernel<true, 8>(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, acc, small, flags);
+        if (sweep == 3 && nb == 4) cholqr_second_kernel<true, 1, 4>(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, acc, small, flags);
+        else if (sweep == 3) cholqr_second_kernel<true, 1, 8>(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, acc, small, flags);
+        else if (!sweep) cholqr_second_kernel<false, 1, 0>(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, acc, small, flags);
+        else if (block == 1024) cholqr_second_kernel<true, 1, 0>(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, acc, small, flags);
+        else if (block == 256) cholqr_second_kernel<true, 4, 0>(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, acc, small, flags);
+        else cholqr_second_kernel<true, 8, 0>(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, acc, small, flags);
     });
     emu::launch_serial(chunks, 256, 0, [&] { cholqr_rows_kernel(S, H, vt, n, k, w, vstride, small, flags); });
     emu::launch_serial(matrices, 1024, 0, [&] {
@@ -152,7 +156,7 @@ def six_launches(tmp_path_factory):
     lib = _build(folder / "six", "#define QR_HOST_EMULATION\n#define QR_EMULATE_STATIC_SHARED\n"
                  '#include "host_emulation.h"\n' + device + _PANEL_DRIVER)
     pointer, i32, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
-    lib.run_panel.argtypes = [pointer] * 5 + [i32] * 4 + [i64, i64, i32] + [pointer] * 3 + [i32, ctypes.c_double, i32]
+    lib.run_panel.argtypes = [pointer] * 5 + [i32] * 4 + [i64, i64, i32] + [pointer] * 3 + [i32, ctypes.c_double, i32, i32]
     return lib.run_panel
 
 
@@ -245,17 +249,19 @@ def test_fused_leaf_matches_the_reference_panel(leaf, batch, n, k, w, profile):
         assert compared == batch - 2
 
 
-@pytest.mark.parametrize("sweep, one_pass, threads", [(0, 0.0, 1024), (1, 0.0, 1024), (2, 0.0, 1024), (0, 1e-7, 1024),
-                                                     (1, 1e-7, 1024), (2, 1e-6, 1024), (1, 0.0, 256), (1, 1e-7, 128),
-                                                     (2, 0.0, 128)])
+@pytest.mark.parametrize("sweep, one_pass, threads, nb", [
+    (0, 0.0, 1024, 0), (1, 0.0, 1024, 0), (2, 0.0, 1024, 0), (0, 1e-7, 1024, 0), (1, 1e-7, 1024, 0), (2, 1e-6, 1024, 0),
+    (1, 0.0, 256, 0), (1, 1e-7, 128, 0), (2, 0.0, 128, 0),
+    (3, 0.0, 1024, 8), (3, 1e-7, 1024, 8), (3, 0.0, 1024, 4), (3, 1e-7, 1024, 4)])
 @pytest.mark.parametrize("batch, n, k, w, profile", [(4, 200, 0, 32, "dense"), (4, 200, 8, 20, "mixed")])
-def test_six_launches_match_the_reference_panel(six_launches, sweep, one_pass, threads, batch, n, k, w, profile):
+def test_six_launches_match_the_reference_panel(six_launches, sweep, one_pass, threads, nb, batch, n, k, w, profile):
     """The six launches of a leaf (the defaults' tall panels), with the 32x32 factors' inverses by
     triangular solves, inside the factors' sweeps, or (the first pass) on one warp: ordinary matrices
     match the reference panel, a zero column and two equal columns are flagged and factored by the
     fallback kernel, and the Gram accumulator is left zero.  With one_pass, a well-conditioned panel
     takes one pass (flag 2) and matches as well, while one of condition ~1e3 still takes two; the
-    sweeps on 1024, 256 or 128 threads (one, four or eight elements a thread) alike."""
+    sweeps on 1024, 256 or 128 threads (one, four or eight elements a thread) alike, and the blocked
+    sweeps (sweep 3) with diagonal blocks of 4 or 8 (w = 20 with 8: a partial last block)."""
     a = generate_input(batch, n, 1.0, 7, profile)
     a[1, :, k + 3] = 0.0
     a[2, :, k + 5] = a[2, :, k + 4]
@@ -269,11 +275,12 @@ def test_six_launches_match_the_reference_panel(six_launches, sweep, one_pass, t
     source = run.h if k else a
     six_launches(source.data_ptr(), run.h.data_ptr(), run.tau.data_ptr(), run.vt.data_ptr(), run.t.data_ptr(),
                  batch, n, k, w, run.vt.stride(0), run.t.stride(0), run.t.stride(1), acc.data_ptr(),
-                 small.data_ptr(), flags.data_ptr(), int(sweep), one_pass, threads)
+                 small.data_ptr(), flags.data_ptr(), int(sweep), one_pass, threads, nb)
     assert not acc.any(), "the leaf must leave its Gram accumulator zero"
     assert flags.tolist()[1:] == [1, 1, 0], flags.tolist()
     assert flags[0] == (2 if one_pass and profile == "dense" else 0) or (one_pass and profile != "dense"), flags.tolist()
-    where = f"six launches batch={batch} n={n} k={k} w={w} {profile} sweep={sweep} one_pass={one_pass} threads={threads}"
+    where = (f"six launches batch={batch} n={n} k={k} w={w} {profile} sweep={sweep} one_pass={one_pass} "
+             f"threads={threads} nb={nb}")
     compared = _compare(run, a, k, w, {1, 2}, where)
     if profile == "dense":
         assert compared == 1

@@ -170,7 +170,8 @@ def test_blocked_cholqr_kernels_compile_for_sm90_without_spills(tmp_path):
     """The Cholesky QR leaf's kernels (and the merge's split cross product) keep their tiles in
     shared memory and registers: a spill would put a tall panel's serial chain through local memory."""
     module = _module("cuda_blocked", tmp_path)
-    forms = ("false, 1", "true, 1", "true, 4", "true, 8")  # the solves on 1024 threads, the sweeps on 1024, 256, 128
+    # the solves on 1024 threads, the sweeps on 1024, 256, 128, the blocked sweeps' diagonal blocks of 4 and 8
+    forms = ("false, 1, 0", "true, 1, 0", "true, 4, 0", "true, 8, 0", "true, 1, 4", "true, 1, 8")
     passes = [f"{k}<{form}>" for k in ("cholqr_first_kernel", "cholqr_second_kernel") for form in forms]
     entries = _ptxas_entries(module, passes, tmp_path / "cholqr.cu")
     names = ("cholqr_gram_kernel", "cholqr_first_kernel", "cholqr_second_kernel", "cholqr_rows_kernel", "cross_kernel",
@@ -365,7 +366,8 @@ class ReferencePanel:
         for b in range(H.shape[0]):
             tau[b, cut if not kept.numel() else min(cut, int(kept[b])):] = 0.0
 
-    def cholqr_panel(self, S, H, tau, vt, t, acc, small, flags, k, w, sweep=0, one_pass=0.0, threads=1024) -> None:
+    def cholqr_panel(self, S, H, tau, vt, t, acc, small, flags, k, w, sweep=0, one_pass=0.0, threads=1024,
+                     block=0) -> None:
         """The Cholesky QR leaf promises what panel() does (its inverses by triangular solves or in
         the factors' sweeps alike), from workspaces sized as its host code checks, and leaves its
         Gram accumulator zero for the next leaf."""
@@ -375,7 +377,8 @@ class ReferencePanel:
         assert acc.dtype == small.dtype == torch.float64 and flags.dtype == torch.int32
         assert acc.numel() >= batch * 1024 and small.numel() >= batch * 4096 and flags.numel() >= batch
         assert not acc.any(), "the Gram accumulator must be zero when a leaf starts"
-        assert sweep in (0, 1, 2) and 0.0 <= one_pass < 1e-3 and threads in (1024, 256, 128), (sweep, one_pass, threads)
+        assert sweep in (0, 1, 2, 3) and 0.0 <= one_pass < 1e-3 and threads in (1024, 256, 128), (sweep, one_pass, threads)
+        assert sweep != 3 or block in (4, 8), block
         self._factor_panel(S, H, tau, vt, t, k, w)
 
     def cholqr_leaf(self, S, H, tau, vt, t, acc, small, flags, gram, ctrl, k, w) -> None:
@@ -992,10 +995,11 @@ def test_panel_kernel_matches_the_reference_panel_on_gpu(tmp_path, params):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fused, sweep, one_pass, threads", [
-    (False, 0, 0.0, 1024), (False, 1, 0.0, 1024), (False, 2, 0.0, 1024), (True, 0, 0.0, 1024), (False, 1, 1e-7, 1024),
-    (False, 2, 1e-7, 128), (False, 0, 1e-6, 1024), (False, 1, 0.0, 256), (False, 1, 1e-7, 128)])
-def test_cholqr_leaf_matches_the_reference_panel_on_gpu(tmp_path, fused, sweep, one_pass, threads):
+@pytest.mark.parametrize("fused, sweep, one_pass, threads, block", [
+    (False, 0, 0.0, 1024, 0), (False, 1, 0.0, 1024, 0), (False, 2, 0.0, 1024, 0), (True, 0, 0.0, 1024, 0),
+    (False, 1, 1e-7, 1024, 0), (False, 2, 1e-7, 128, 0), (False, 0, 1e-6, 1024, 0), (False, 1, 0.0, 256, 0),
+    (False, 1, 1e-7, 128, 0), (False, 3, 0.0, 1024, 8), (False, 3, 1e-7, 1024, 8), (False, 3, 1e-7, 1024, 4)])
+def test_cholqr_leaf_matches_the_reference_panel_on_gpu(tmp_path, fused, sweep, one_pass, threads, block):
     """The Cholesky QR leaf on the GPU: tall and short panels, partial widths, read from the input or
     in place.  Ordinary matrices match the reference panel (with one_pass, in one pass: the dense
     ones' first pass bounds Q's loss well under 1e-7); matrices whose panel is nearly dependent
@@ -1027,10 +1031,11 @@ def test_cholqr_leaf_matches_the_reference_panel_on_gpu(tmp_path, fused, sweep, 
             ext.cholqr_leaf(*got, acc, small, flags, gram, ctrl, k, w)
             assert not gram.any() and not ctrl.any(), "the fused leaf must leave its Grams and counters zero"
         else:
-            ext.cholqr_panel(*got, acc, small, flags, k, w, sweep, one_pass, threads)
+            ext.cholqr_panel(*got, acc, small, flags, k, w, sweep, one_pass, threads, block)
         assert not acc.any(), "the leaf must leave its Gram accumulator zero"
         ReferencePanel(set()).cholqr_panel(*want, acc.cpu(), small.cpu(), flags.cpu(), k, w)
-        where = f"batch={batch} n={n} k={k} w={w} {profile} fused={fused} sweep={sweep} one_pass={one_pass} threads={threads}"
+        where = (f"batch={batch} n={n} k={k} w={w} {profile} fused={fused} sweep={sweep} one_pass={one_pass} "
+                 f"threads={threads} block={block}")
         if one_pass and profile == "dense":
             assert flags[0].item() == 2, (where, flags.tolist())  # one pass
         # the fused leaf decides per matrix inside the launch: what it flagged shows in the properties
