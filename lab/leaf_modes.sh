@@ -2,12 +2,13 @@
 # cuda_blocked's Cholesky QR leaf modes on a GPU, and the best one adopted, in one device call (lab):
 #   bash lab/leaf_modes.sh            (WIDE=1: 60x1024 and 640x512 with leaves instead, nothing adopted)
 # 1. lab/blocked_probe.py at 2x4096 and 8x2048: the defaults (the element sweeps on 1024 threads, one
-#    pass) against the blocked sweeps (cholqr_inverse = "blocked") with diagonal blocks of 8 and 4,
+#    pass) against the blocked first pass (cholqr_inverse = "blocked") with diagonal blocks of 8 and 4,
 #    every variant verified on four stress profiles first, device time per kernel (--profile);
 # 2. the GPU tests of the leaf in every mode (the inverses by solves, in the sweeps, blocked, or the
 #    first pass on a warp; one pass or two; the sweeps on 1024, 256 or 128 threads);
 # 3. where they pass, the variant with the smallest product of the two medians is adopted on the
-#    device's copy where it is 3% faster than the defaults at both shapes ($OUT/cuda_blocked_adopted.py),
+#    device's copy where it is 1.5% faster than the defaults at both shapes (the probe's interleaved
+#    rounds spread by about 0.2% at these shapes; $OUT/cuda_blocked_adopted.py),
 #    then qrv2-tests and GPU MODE's eval.py (leaderboard, seed 9137) on the two tall cases, the file as
 #    it then is.
 set -u
@@ -39,12 +40,12 @@ shapes = ("2x4096", "8x2048")
 names = [v for v in params if all((s, v) in medians for s in shapes)]
 if "sweep" in names:
     best = min(names, key=lambda v: math.prod(medians[(s, v)] for s in shapes))
-    if best != "sweep" and all(medians[(s, best)] <= 0.97 * medians[(s, "sweep")] for s in shapes):
+    if best != "sweep" and all(medians[(s, best)] <= 0.985 * medians[(s, "sweep")] for s in shapes):
         print(",".join(f"{k}={v}" for k, v in params[best].items()))
 PY
 )
 [ "$leaf_tests" = 0 ] || overrides=""  # nothing adopted whose GPU tests did not pass
-adopt_blocked "$overrides" "no leaf mode was 3% faster than the defaults at both shapes with its GPU tests passing"
+adopt_blocked "$overrides" "no leaf mode was 1.5% faster than the defaults at both shapes with its GPU tests passing"
 verify_blocked
 tail -3 "$OUT/verify_cb.txt"
 mkdir -p "$OUT/eval"

@@ -126,12 +126,10 @@ extern "C" void run_panel(const float* S, float* H, float* tau, float* vt, float
     });
     emu::launch_serial(chunks, 256, 0, [&] { cholqr_gram_kernel(S, n, k, w, small + QB * QB, 4 * QB * QB, acc, flags); });
     emu::launch_serial(matrices, block, 0, [&] {
-        if (sweep == 3 && nb == 4) cholqr_second_kernel<true, 1, 4>(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, acc, small, flags);
-        else if (sweep == 3) cholqr_second_kernel<true, 1, 8>(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, acc, small, flags);
-        else if (!sweep) cholqr_second_kernel<false, 1, 0>(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, acc, small, flags);
-        else if (block == 1024) cholqr_second_kernel<true, 1, 0>(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, acc, small, flags);
-        else if (block == 256) cholqr_second_kernel<true, 4, 0>(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, acc, small, flags);
-        else cholqr_second_kernel<true, 8, 0>(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, acc, small, flags);
+        if (!sweep) cholqr_second_kernel<false, 1>(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, acc, small, flags);
+        else if (block == 1024) cholqr_second_kernel<true, 1>(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, acc, small, flags);
+        else if (block == 256) cholqr_second_kernel<true, 4>(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, acc, small, flags);
+        else cholqr_second_kernel<true, 8>(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, acc, small, flags);
     });
     emu::launch_serial(chunks, 256, 0, [&] { cholqr_rows_kernel(S, H, vt, n, k, w, vstride, small, flags); });
     emu::launch_serial(matrices, 1024, 0, [&] {
@@ -261,7 +259,7 @@ def test_six_launches_match_the_reference_panel(six_launches, sweep, one_pass, t
     fallback kernel, and the Gram accumulator is left zero.  With one_pass, a well-conditioned panel
     takes one pass (flag 2) and matches as well, while one of condition ~1e3 still takes two; the
     sweeps on 1024, 256 or 128 threads (one, four or eight elements a thread) alike, and the blocked
-    sweeps (sweep 3) with diagonal blocks of 4 or 8 (w = 20 with 8: a partial last block)."""
+    first pass (sweep 3) with diagonal blocks of 4 or 8 (w = 20 with 8: a partial last block)."""
     a = generate_input(batch, n, 1.0, 7, profile)
     a[1, :, k + 3] = 0.0
     a[2, :, k + 5] = a[2, :, k + 4]

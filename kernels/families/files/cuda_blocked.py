@@ -66,13 +66,14 @@ inverses come from the factor's own sweep applied to an identity (Gauss-Jordan; 
 = "sweep": 96 barrier steps a leaf instead of 192, 2x4096 4.8% faster on an H200), or from triangular
 solves after each factor ("solve"); with "warp" the first pass runs on one warp a matrix, the factor
 and its inverse in registers and shuffles, no block barrier (27 us a leaf against the sweep's 16 on an
-H100: slower); with "blocked" both passes' factors and the LU are blocked: warp 0 factors each diagonal
-block of cholqr_block pivots in registers (its lanes also form the block's rows to the right), then
-every warp below updates its row, two barriers a block instead of one a pivot with all 32 warps
-issuing (a sweep's step costs ~0.45 us whatever its arithmetic).  Q = P R1^-1 is formed in float64, so where the first pass bounds its loss of
-orthogonality (about u64 (m w + w^2) κ_F², κ_F of the column-equilibrated panel from R1 and R1^-1) by
-PARAMS cholqr_one_pass, that matrix skips the second pass: its second Gram and Cholesky return at once
-and R2 = I (2x4096 -18%, 8x2048 -16% on an H100; kernels/BENCHMARKS.md#one-pass-leaves).  A matrix
+H100: slower); with "blocked" the first pass is blocked: warp 0 factors each diagonal block of
+cholqr_block pivots in registers (its lanes also form the block's rows to the right), then every
+warp below updates its row, two barriers a block instead of one a pivot (14.8 -> 12.8 us a leaf at
+2x4096 on an H100; the second pass's LU blocked the same way was slower).  Q = P R1^-1 is formed in
+float64, so where the first pass bounds its loss of orthogonality (about u64 (m w + w^2) κ_F², κ_F
+of the column-equilibrated panel from R1 and R1^-1) by PARAMS cholqr_one_pass, that matrix skips
+the second pass: its second Gram and Cholesky return at once and R2 = I (2x4096 -18%, 8x2048 -16% on
+an H100; kernels/BENCHMARKS.md#one-pass-leaves).  A matrix
 whose panel is nearly dependent (a pivot under 1e-12 of its column's square norm, or Q1ᵀQ1 more than
 0.1 from I) is flagged and factored column by column by a fallback kernel, so the path is exact for
 every input, whatever the rest of the batch holds.  The block merges' V1ᵀV2 over 1024 rows or more
@@ -275,8 +276,8 @@ SPACE = {
     # signed LU, then both its inverses ("solve": 192 barrier steps a leaf), or each factor with its
     # inverses in one Gauss-Jordan sweep ("sweep": 96 steps, the fused leaf's routines), or that with
     # the first pass on one warp a matrix, the factor in registers and shuffles ("warp": no barrier), or
-    # both passes' factors and the LU blocked ("blocked": warp 0 factors a diagonal block of
-    # cholqr_block pivots, then every warp below updates its row; 2 w / cholqr_block barriers a factor).
+    # the first pass blocked ("blocked": warp 0 factors a diagonal block of cholqr_block pivots, then
+    # every warp below updates its row; 2 w / cholqr_block barriers; the second pass as "sweep").
     "cholqr_inverse": ["solve", "sweep", "warp", "blocked"],
     # The six launches' second pass (its Gram and Cholesky) skipped per matrix where the first pass
     # bounds Q = P R1^-1's loss of orthogonality (Q in float64: about u64 (m w + w^2) κ_F², κ_F of the
@@ -289,9 +290,10 @@ SPACE = {
     # barriers wait for fewer warps but whose steps do more work a thread (2x4096 with one pass: 12.24
     # ms on 1024, 13.74 on 256, 17.55 on 128, H100).
     "cholqr_threads": [1024, 256, 128],
-    # The diagonal block of the blocked sweeps (cholqr_inverse = "blocked", always 1024 threads): warp 0
-    # factors each block of this many pivots in registers, then every warp below it updates its row;
-    # two barriers a block instead of one a pivot, longer chains on the one warp as it grows.
+    # The diagonal block of the blocked first pass (cholqr_inverse = "blocked", always 1024 threads):
+    # warp 0 factors each block of this many pivots in registers, then every warp below it updates its
+    # row; two barriers a block instead of one a pivot, a longer chain on the one warp as it grows
+    # (first pass at 2x4096, H100: 12.8 us a leaf with 8, 13.8 with 4, 14.8 as "sweep").
     "cholqr_block": [4, 8],
     "cross_min_rows": [256, 512, 1024, 4096],
     # Updates of at most narrow_cols_gt1024 columns above n = 1024 (inside a block, and the last
@@ -1103,13 +1105,15 @@ __device__ __forceinline__ void signed_lu_inverses_elems(double (&a)[E], double 
     for (int u = 0; u < E; ++u) xu[u] *= j < w ? invs[j] : 0.0;
 }
 
-// Blocked sweeps (PARAMS cholqr_inverse = "blocked", 1024 threads, thread (i, j) warp i and lane j):
-// the element sweeps above take a barrier a pivot with all 32 warps issuing every step's instructions
-// (about 50 a warp), so a step costs ~0.45 us whatever its arithmetic.  Here warp 0 alone factors each
-// diagonal block of NB pivots, every lane holding its column of the block's rows in registers and
-// taking the pivot row's elements by shuffles (so it also forms the rows right of the block), and then
-// every warp below the block updates its row at once: two barriers a block of NB pivots.  The inverses
-// come from the same row operations applied to identities (forward substitutions), as in the sweeps.
+// The first pass blocked (PARAMS cholqr_inverse = "blocked", 1024 threads, thread (i, j) warp i and
+// lane j): the element sweeps above take a barrier a pivot with all 32 warps issuing every step's
+// instructions.  Here warp 0 alone factors each diagonal block of NB pivots, every lane holding its
+// column of the block's rows in registers and taking the pivot row's elements by shuffles (so it also
+// forms the rows right of the block), and then every warp below the block updates its row at once:
+// two barriers a block of NB pivots.  On an H100 it took the first pass from 14.8 to 12.8 us a leaf at
+// 2x4096; the same blocking of the second kernel's LU was slower (18.8 -> 21.8 us: a pivot's chain of
+// shuffles and a float64 reciprocal on one warp costs about what a barrier step does), so the second
+// pass keeps the element sweeps (kernels/BENCHMARKS.md#blocked-sweeps).
 
 // Upper Cholesky G = RᵀR and R^-1, blocked.  x: this thread's element of G's upper triangle (zero
 // elsewhere); on return R's.  g is a workspace tile; rinv_tile first holds Z = R^-T (Rᵀ Z = I, built
@@ -1197,111 +1201,6 @@ __device__ __forceinline__ bool cholesky_inverse_blocked(double& x, double (*g)[
     __syncthreads();  // every thread has read Z
     rinv_tile[i][j] = rinv;
     return true;
-}
-
-// Q1 - S = L U with U^-1 and L^-1, blocked, the signs S chosen per pivot as signed_lu_inverses_elems
-// chooses them.  a: this thread's element of Q1 (w x w); on return U on and above the diagonal and L's
-// multipliers below, xu and xl U^-1's and L^-1's elements, sgn the signs, invs 1 / U_pp.  m, zl and yu
-// are workspace tiles: Z = L^-1 (L's row operations on an identity) and Y = U^-T (Uᵀ Y = I forward).
-template <int NB>
-__device__ __forceinline__ void signed_lu_inverses_blocked(double& a, double& xu, double& xl, int w, double (*m)[QL],
-                                                           double (*zl)[QL], double (*yu)[QL], double* sgn,
-                                                           double* invs) {
-    const int i = threadIdx.x >> 5, j = threadIdx.x & 31;
-    __syncthreads();  // the caller's reads of the tiles are done
-    m[i][j] = a;
-    zl[i][j] = i == j ? 1.0 : 0.0;
-    yu[i][j] = i == j ? 1.0 : 0.0;
-    __syncthreads();
-    for (int kb = 0; kb < w; kb += NB) {
-        const int nb = min(NB, w - kb), next = kb + nb;
-        if (i == 0) {
-            double xr[NB];  // rows kb + r of the Schur complement (then U, L left of it), column j
-#pragma unroll
-            for (int r = 0; r < NB; ++r) xr[r] = r < nb ? m[kb + r][j] : 0.0;
-#pragma unroll
-            for (int p = 0; p < NB; ++p) {
-                if (p >= nb) break;
-                const double app = __shfl_sync(FULL, xr[p], kb + p);
-                const double s = app >= 0.0 ? -1.0 : 1.0;
-                const double inv = __drcp_rn(app - s);
-                if (j == kb + p) xr[p] = app - s;
-                if (j == 0) {
-                    sgn[kb + p] = s;
-                    invs[kb + p] = inv;
-                }
-#pragma unroll
-                for (int r = p + 1; r < NB; ++r) {
-                    const double l = __shfl_sync(FULL, xr[r], kb + p) * inv;  // L[kb + r][kb + p]
-                    if (j > kb + p && j < w) xr[r] = fma(-l, xr[p], xr[r]);
-                    else if (j == kb + p) xr[r] = l;
-                }
-            }
-#pragma unroll
-            for (int r = 0; r < NB; ++r)
-                if (r < nb) m[kb + r][j] = xr[r];
-            // Z's and Y's block rows after the factor, L and U read back from shared memory, so that
-            // the factor's registers are free (three columns of NB in registers spilled at NB = 8)
-            __syncwarp();
-            double zr[NB], yr[NB];  // rows kb + r of Z (L's row operations) and Y (Uᵀ's forward substitution)
-#pragma unroll
-            for (int r = 0; r < NB; ++r) {
-                zr[r] = r < nb ? zl[kb + r][j] : 0.0;
-                yr[r] = r < nb ? yu[kb + r][j] : 0.0;
-            }
-#pragma unroll
-            for (int p = 0; p < NB; ++p) {
-                if (p >= nb) break;
-                yr[p] *= invs[kb + p];
-#pragma unroll
-                for (int r = p + 1; r < NB; ++r)
-                    if (r < nb) {
-                        zr[r] = fma(-m[kb + r][kb + p], zr[p], zr[r]);
-                        yr[r] = fma(-m[kb + p][kb + r], yr[p], yr[r]);
-                    }
-            }
-#pragma unroll
-            for (int r = 0; r < NB; ++r)
-                if (r < nb) {
-                    zl[kb + r][j] = zr[r];
-                    yu[kb + r][j] = yr[r];
-                }
-        }
-        __syncthreads();
-        if (i >= next && i < w) {
-            double l = 0.0;  // L[i][j] for j in the block: A[i][block] U_block^-1, U_block^-1 = Y_blockᵀ
-            if (j >= kb && j < next)
-                for (int q = 0; q <= j - kb; ++q) l = fma(m[i][kb + q], yu[j][kb + q], l);
-            double lq[NB];
-#pragma unroll
-            for (int q = 0; q < NB; ++q) lq[q] = __shfl_sync(FULL, l, kb + q);
-            if (j >= next && j < w) {  // the Schur complement
-                double s = m[i][j];
-#pragma unroll
-                for (int q = 0; q < NB; ++q)
-                    if (q < nb) s = fma(-lq[q], m[kb + q][j], s);
-                m[i][j] = s;
-            } else if (j >= kb && j < next) {
-                m[i][j] = l;
-            }
-            if (j < next) {  // Z's and Y's row i, less what the block's rows take from them
-                double zs = zl[i][j], ys = yu[i][j];
-#pragma unroll
-                for (int q = 0; q < NB; ++q)
-                    if (q < nb) {
-                        zs = fma(-lq[q], zl[kb + q][j], zs);
-                        ys = fma(-m[kb + q][i], yu[kb + q][j], ys);
-                    }
-                zl[i][j] = zs;
-                yu[i][j] = ys;
-            }
-        }
-        __syncthreads();
-    }
-    a = m[i][j];
-    xl = i < w && j < w ? zl[i][j] : 0.0;
-    xu = i < w && j < w ? yu[j][i] : 0.0;
-    __syncthreads();  // the caller may write the tiles next
 }
 
 // (a b)[i][j] for upper triangular a and b: only q >= i contributes (b is zero below its diagonal),
@@ -1473,20 +1372,18 @@ __global__ void __launch_bounds__(32) cholqr_first_warp_kernel(double* acc, int 
 // Second pass and the reconstruction: R2 = chol(Q1ᵀQ1), R = R2 R1, M = R1^-1 R2^-1, Q's top block
 // P1 M = L U + S, and the top block's outputs: H (S R on and above the diagonal, L below), tau,
 // T = -U S L^-T and Vᵀ's top rows; N = M U^-1 (V2 = P2 N) into small[b] for the rows below.  A matrix
-// the first pass left in one pass has R2 = I.  1024 / E threads, E elements each; NB > 0: the blocked
-// sweeps, diagonal blocks of NB (SWEEP, E = 1).
+// the first pass left in one pass has R2 = I.  1024 / E threads, E elements each.
 // (With SWEEP on 1024 threads, ptxas left to itself gave the kernel 32 registers and 20 bytes of spill
 // loads; a minimum of one block an SM lets it take 48.)
-template <bool SWEEP, int E, int NB>
+template <bool SWEEP, int E>
 __global__ void __launch_bounds__(1024 / E, SWEEP ? 1 : 0) cholqr_second_kernel(const float* S, float* H, float* TAU, float* VT, float* T,
                                                              int n, int k, int w, long long vstride, long long tstride,
                                                              int ldt, double* acc, double* small, int* flags) {
-    static_assert(NB == 0 || (SWEEP && E == 1), "the blocked sweeps hold an element a thread");
     const int b = blockIdx.x, j = threadIdx.x & 31;
     const int flag = flags[b];
     if (flag == LEAF_FALLBACK) return;
     const bool one = flag == LEAF_ONE_PASS;  // R2 = I: no second Gram was taken (the same for every thread)
-    __shared__ double a0[QB][QL], a1[QB][QL], a2[QB][QL], a3[NB ? QB : 1][QL];
+    __shared__ double a0[QB][QL], a1[QB][QL], a2[QB][QL];
     __shared__ double rows[(SWEEP ? 8 : 4) * QB], diag[QB], sgn[QB], invs[QB], rinvs[QB];
     __shared__ int ok[2];
     double x[E];
@@ -1497,14 +1394,8 @@ __global__ void __launch_bounds__(1024 / E, SWEEP ? 1 : 0) cholqr_second_kernel(
         x[u] = one ? 0.0 : take_gram(acc, b, i, j, w);
         far = far || (i <= j && j < w && !(fabs(x[u] - (i == j ? 1.0 : 0.0)) <= 0.1));
     }
-    bool good = one;
-    if (!one && !__syncthreads_or(far)) {
-        if constexpr (NB > 0)
-            good = cholesky_inverse_blocked<NB>(x[0], a0, a2, w, 0.5, diag, rinvs, ok);  // a0: workspace
-        else
-            good = SWEEP ? cholesky_inverse_elems<E>(x, a2, w, 0.5, rows, diag, rinvs, ok)
-                         : cholesky_elems<E>(x, w, 0.5, rows, diag, ok);
-    }
+    const bool good = one || (!__syncthreads_or(far) && (SWEEP ? cholesky_inverse_elems<E>(x, a2, w, 0.5, rows, diag, rinvs, ok)
+                                                               : cholesky_elems<E>(x, w, 0.5, rows, diag, ok)));
     if (!good) {
         if (threadIdx.x == 0) flags[b] = LEAF_FALLBACK;
         return;
@@ -1556,10 +1447,7 @@ __global__ void __launch_bounds__(1024 / E, SWEEP ? 1 : 0) cholqr_second_kernel(
 #pragma unroll
     for (int u = 0; u < E; ++u) lu[u] = product_elem(a1, a0, elem_row<E>(u), j);  // Q1 = P1 M
     if (SWEEP) {
-        if constexpr (NB > 0)  // a1 (P1) is free once every thread has its product
-            signed_lu_inverses_blocked<NB>(lu[0], uinv[0], linv[0], w, a1, a2, a3, sgn, invs);
-        else
-            signed_lu_inverses_elems<E>(lu, uinv, linv, w, rows, sgn, invs);  // Q1 - S = L U, U^-1, L^-1
+        signed_lu_inverses_elems<E>(lu, uinv, linv, w, rows, sgn, invs);  // Q1 - S = L U, U^-1, L^-1
 #pragma unroll
         for (int u = 0; u < E; ++u) {
             const int i = elem_row<E>(u);
@@ -2532,8 +2420,9 @@ void check_leaf(const at::Tensor& S, const at::Tensor& H, const at::Tensor& tau,
 // (int32, batch) are workspaces (acc is left zero).  Flagged matrices take the column-by-column kernel;
 // where one_pass > 0, a matrix whose first pass bounds Q's loss of orthogonality by one_pass skips the
 // second pass (its second Gram and Cholesky return at once).  threads: the 32x32 sweeps' block (1024,
-// 256 or 128 threads; the triangular solves, inverse 0, and the blocked sweeps, inverse 3, always take
-// 1024); block: the blocked sweeps' diagonal block (4 or 8; ignored unless inverse is 3).
+// 256 or 128 threads; the triangular solves, inverse 0, and the blocked first pass, inverse 3 (its
+// second pass the sweeps'), always take 1024); block: the blocked first pass's diagonal block (4 or 8;
+// ignored unless inverse is 3).
 void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc,
                   at::Tensor small, at::Tensor flags, int64_t k, int64_t w, int64_t inverse, double one_pass,
                   int64_t threads, int64_t block) {
@@ -2571,9 +2460,8 @@ void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at:
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     cholqr_gram_kernel<<<grid, 256, 0, stream>>>(s, n, kk, ww, sm + QB * QB, 4 * QB * QB, g, f);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    auto second = inverse == 3 ? (block == 4 ? cholqr_second_kernel<true, 1, 4> : cholqr_second_kernel<true, 1, 8>)
-                  : !sweep ? cholqr_second_kernel<false, 1, 0> : threads_ == 1024 ? cholqr_second_kernel<true, 1, 0>
-                  : threads_ == 256 ? cholqr_second_kernel<true, 4, 0> : cholqr_second_kernel<true, 8, 0>;
+    auto second = !sweep ? cholqr_second_kernel<false, 1> : threads_ == 1024 ? cholqr_second_kernel<true, 1>
+                  : threads_ == 256 ? cholqr_second_kernel<true, 4> : cholqr_second_kernel<true, 8>;
     second<<<(unsigned)batch, threads_, 0, stream>>>(s, h, taup, vtp, tp, n, kk, ww, vs, ts, ldt, g, sm, f);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     cholqr_rows_kernel<<<grid, 256, 0, stream>>>(s, h, vtp, n, kk, ww, vs, sm, f);
