@@ -1157,7 +1157,7 @@ __device__ __forceinline__ bool cholesky_inverse_blocked(double& x, double (*g)[
             for (int r = 0; r < NB; ++r)
                 if (r < nb && j >= kb + r && j < w) g[kb + r][j] = xr[r];
             // Z's block rows after the factor, R read back from shared memory, so that the factor's
-            // registers are free (both columns in registers spilled in the second pass's kernel)
+            // registers are free (both columns in registers took 64 registers, the cap at 1024 threads)
             __syncwarp();
             if (good) {
                 double zr[NB];  // rows kb + r of Z, column j
@@ -1247,7 +1247,7 @@ __device__ __forceinline__ bool one_pass_suffices(double scaled_inverse, int w, 
 // First pass: R1 = chol(Gram) and R1^-1 into small[b] (R1, R1^-1, N, spare), the flag set where the
 // panel is nearly dependent (LEAF_FALLBACK), or where one pass suffices (LEAF_ONE_PASS) for a panel
 // of m rows.  1024 / E threads, E elements each (the triangular solves' form on 1024 only); NB > 0:
-// the blocked sweep, diagonal blocks of NB (SWEEP, E = 1).
+// blocked, diagonal blocks of NB (SWEEP, E = 1).
 template <bool SWEEP, int E, int NB>
 __global__ void __launch_bounds__(1024 / E) cholqr_first_kernel(double* acc, int w, int m, double one_pass, double* small,
                                                                 int* flags) {
