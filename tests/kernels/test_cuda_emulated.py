@@ -109,20 +109,21 @@ def emulated(tmp_path_factory):
 _PANEL_DRIVER = r"""
 extern "C" void run_panel(const float* S, float* H, float* tau, float* vt, float* t, int batch, int n, int k, int w,
                           long long vstride, long long tstride, int ldt, double* acc, double* small, int* flags,
-                          int sweep, double one_pass, int threads, int nb) {
+                          int sweep, double one_pass, int threads, int nb, int fold) {
     const dim3 chunks{(unsigned)((n - k + GROWS - 1) / GROWS), (unsigned)batch, 1};
     const dim3 matrices{(unsigned)batch, 1, 1};
     emu::launch_serial(chunks, 256, 0, [&] { cholqr_gram_kernel(S, n, k, w, nullptr, 0, acc, flags); });
     const int m = n - k;
     const unsigned block = sweep && sweep != 3 ? (unsigned)threads : 1024u;
+    auto first = [&](auto kernel) { kernel(acc, w, m, one_pass, small, flags, S, H, tau, vt, t, n, k, vstride, tstride, ldt); };
     if (sweep == 2) emu::launch_serial(matrices, 32, 0, [&] { cholqr_first_warp_kernel(acc, w, m, one_pass, small, flags); });
     else emu::launch_serial(matrices, block, 0, [&] {
-        if (sweep == 3 && nb == 4) cholqr_first_kernel<true, 1, 4>(acc, w, m, one_pass, small, flags);
-        else if (sweep == 3) cholqr_first_kernel<true, 1, 8>(acc, w, m, one_pass, small, flags);
-        else if (!sweep) cholqr_first_kernel<false, 1, 0>(acc, w, m, one_pass, small, flags);
-        else if (block == 1024) cholqr_first_kernel<true, 1, 0>(acc, w, m, one_pass, small, flags);
-        else if (block == 256) cholqr_first_kernel<true, 4, 0>(acc, w, m, one_pass, small, flags);
-        else cholqr_first_kernel<true, 8, 0>(acc, w, m, one_pass, small, flags);
+        if (sweep == 3 && nb == 4) first(fold ? cholqr_first_kernel<true, 1, 4, true> : cholqr_first_kernel<true, 1, 4, false>);
+        else if (sweep == 3) first(fold ? cholqr_first_kernel<true, 1, 8, true> : cholqr_first_kernel<true, 1, 8, false>);
+        else if (!sweep) first(cholqr_first_kernel<false, 1, 0, false>);
+        else if (block == 1024) first(fold ? cholqr_first_kernel<true, 1, 0, true> : cholqr_first_kernel<true, 1, 0, false>);
+        else if (block == 256) first(cholqr_first_kernel<true, 4, 0, false>);
+        else first(cholqr_first_kernel<true, 8, 0, false>);
     });
     emu::launch_serial(chunks, 256, 0, [&] { cholqr_gram_kernel(S, n, k, w, small + QB * QB, 4 * QB * QB, acc, flags); });
     emu::launch_serial(matrices, block, 0, [&] {
@@ -132,29 +133,26 @@ extern "C" void run_panel(const float* S, float* H, float* tau, float* vt, float
         else cholqr_second_kernel<true, 8>(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, acc, small, flags);
     });
     emu::launch_serial(chunks, 256, 0, [&] { cholqr_rows_kernel(S, H, vt, n, k, w, vstride, small, flags); });
-    emu::launch_serial(matrices, 1024, 0, [&] {
-        cholqr_fallback_kernel(S, H, tau, vt, t, n, k, w, vstride, tstride, ldt, flags);
-    });
 }
 """
 
 
 @pytest.fixture(scope="module")
-def six_launches(tmp_path_factory):
-    """cuda_blocked's six launches of a Cholesky QR leaf built for the host: their static shared arrays
+def five_launches(tmp_path_factory):
+    """cuda_blocked's five launches of a Cholesky QR leaf built for the host: their static shared arrays
     made static (QR_EMULATE_STATIC_SHARED), their blocks run one at a time.  The Householder panel
     kernel's dynamic shared array (not run here) is declared as a plain pointer."""
-    folder = tmp_path_factory.mktemp("six")
+    folder = tmp_path_factory.mktemp("five")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TRITON_INTERPRET", "1")
         module = _module("cuda_blocked", folder)
     device = module._DEVICE_SOURCE
     assert device.count("extern __shared__ float smem[];") == 1
     device = device.replace("extern __shared__ float smem[];", "float* smem = nullptr;")
-    lib = _build(folder / "six", "#define QR_HOST_EMULATION\n#define QR_EMULATE_STATIC_SHARED\n"
+    lib = _build(folder / "five", "#define QR_HOST_EMULATION\n#define QR_EMULATE_STATIC_SHARED\n"
                  '#include "host_emulation.h"\n' + device + _PANEL_DRIVER)
     pointer, i32, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
-    lib.run_panel.argtypes = [pointer] * 5 + [i32] * 4 + [i64, i64, i32] + [pointer] * 3 + [i32, ctypes.c_double, i32, i32]
+    lib.run_panel.argtypes = [pointer] * 5 + [i32] * 4 + [i64, i64, i32] + [pointer] * 3 + [i32, ctypes.c_double, i32, i32, i32]
     return lib.run_panel
 
 
@@ -247,19 +245,36 @@ def test_fused_leaf_matches_the_reference_panel(leaf, batch, n, k, w, profile):
         assert compared == batch - 2
 
 
-@pytest.mark.parametrize("sweep, one_pass, threads, nb", [
-    (0, 0.0, 1024, 0), (1, 0.0, 1024, 0), (2, 0.0, 1024, 0), (0, 1e-7, 1024, 0), (1, 1e-7, 1024, 0), (2, 1e-6, 1024, 0),
-    (1, 0.0, 256, 0), (1, 1e-7, 128, 0), (2, 0.0, 128, 0),
-    (3, 0.0, 1024, 8), (3, 1e-7, 1024, 8), (3, 0.0, 1024, 4), (3, 1e-7, 1024, 4)])
+def _five(five_launches, run: Leaf, source: torch.Tensor, k: int, w: int, sweep: int, one_pass: float, threads: int,
+         nb: int, fold: bool) -> torch.Tensor:
+    """One leaf by the five launches into run's buffers; the flags they leave."""
+    batch, n = source.shape[0], source.shape[-1]
+    acc = torch.zeros((batch, 1024), dtype=torch.float64)
+    small = torch.zeros((batch, 4096), dtype=torch.float64)
+    flags = torch.full((batch,), -1, dtype=torch.int32)
+    five_launches(source.data_ptr(), run.h.data_ptr(), run.tau.data_ptr(), run.vt.data_ptr(), run.t.data_ptr(),
+                 batch, n, k, w, run.vt.stride(0), run.t.stride(0), run.t.stride(1), acc.data_ptr(),
+                 small.data_ptr(), flags.data_ptr(), int(sweep), one_pass, threads, nb, int(fold))
+    assert not acc.any(), "the leaf must leave its Gram accumulator zero"
+    return flags
+
+
+@pytest.mark.parametrize("sweep, one_pass, threads, nb, fold", [
+    (0, 0.0, 1024, 0, 0), (1, 0.0, 1024, 0, 0), (2, 0.0, 1024, 0, 0), (0, 1e-7, 1024, 0, 0), (1, 1e-7, 1024, 0, 0),
+    (2, 1e-6, 1024, 0, 0), (1, 0.0, 256, 0, 0), (1, 1e-7, 128, 0, 0), (2, 0.0, 128, 0, 0),
+    (3, 0.0, 1024, 8, 0), (3, 1e-7, 1024, 8, 0), (3, 0.0, 1024, 4, 0), (3, 1e-7, 1024, 4, 0),
+    (1, 1e-7, 1024, 0, 1), (3, 1e-7, 1024, 8, 1), (3, 1e-7, 1024, 4, 1), (1, 0.0, 1024, 0, 1)])
 @pytest.mark.parametrize("batch, n, k, w, profile", [(4, 200, 0, 32, "dense"), (4, 200, 8, 20, "mixed")])
-def test_six_launches_match_the_reference_panel(six_launches, sweep, one_pass, threads, nb, batch, n, k, w, profile):
-    """The six launches of a leaf (the defaults' tall panels), with the 32x32 factors' inverses by
+def test_five_launches_match_the_reference_panel(five_launches, sweep, one_pass, threads, nb, fold, batch, n, k, w,
+                                                profile):
+    """The five launches of a leaf (the defaults' tall panels), with the 32x32 factors' inverses by
     triangular solves, inside the factors' sweeps, or (the first pass) on one warp: ordinary matrices
-    match the reference panel, a zero column and two equal columns are flagged and factored by the
-    fallback kernel, and the Gram accumulator is left zero.  With one_pass, a well-conditioned panel
+    match the reference panel, a zero column and two equal columns are flagged and factored column by
+    column inside the second kernel, and the Gram accumulator is left zero.  With one_pass, a well-conditioned panel
     takes one pass (flag 2) and matches as well, while one of condition ~1e3 still takes two; the
     sweeps on 1024, 256 or 128 threads (one, four or eight elements a thread) alike, and the blocked
-    first pass (sweep 3) with diagonal blocks of 4 or 8 (w = 20 with 8: a partial last block)."""
+    first pass (sweep 3) with diagonal blocks of 4 or 8 (w = 20 with 8: a partial last block).  With fold,
+    a one-pass matrix's top block is built in the first kernel (flag 3) and matches as well."""
     a = generate_input(batch, n, 1.0, 7, profile)
     a[1, :, k + 3] = 0.0
     a[2, :, k + 5] = a[2, :, k + 4]
@@ -267,21 +282,36 @@ def test_six_launches_match_the_reference_panel(six_launches, sweep, one_pass, t
     run = Leaf(a, w)
     if k:
         run.h.copy_(a)
-    acc = torch.zeros((batch, 1024), dtype=torch.float64)
-    small = torch.zeros((batch, 4096), dtype=torch.float64)
-    flags = torch.full((batch,), -1, dtype=torch.int32)
-    source = run.h if k else a
-    six_launches(source.data_ptr(), run.h.data_ptr(), run.tau.data_ptr(), run.vt.data_ptr(), run.t.data_ptr(),
-                 batch, n, k, w, run.vt.stride(0), run.t.stride(0), run.t.stride(1), acc.data_ptr(),
-                 small.data_ptr(), flags.data_ptr(), int(sweep), one_pass, threads, nb)
-    assert not acc.any(), "the leaf must leave its Gram accumulator zero"
+    flags = _five(five_launches, run, run.h if k else a, k, w, sweep, one_pass, threads, nb, bool(fold))
     assert flags.tolist()[1:] == [1, 1, 0], flags.tolist()
-    assert flags[0] == (2 if one_pass and profile == "dense" else 0) or (one_pass and profile != "dense"), flags.tolist()
-    where = (f"six launches batch={batch} n={n} k={k} w={w} {profile} sweep={sweep} one_pass={one_pass} "
-             f"threads={threads} nb={nb}")
+    one = 3 if fold else 2
+    assert flags[0] == (one if one_pass and profile == "dense" else 0) or (one_pass and profile != "dense"), flags.tolist()
+    where = (f"five launches batch={batch} n={n} k={k} w={w} {profile} sweep={sweep} one_pass={one_pass} "
+             f"threads={threads} nb={nb} fold={fold}")
     compared = _compare(run, a, k, w, {1, 2}, where)
     if profile == "dense":
         assert compared == 1
+
+
+@pytest.mark.parametrize("sweep, nb", [(1, 0), (3, 8)])
+def test_folded_one_pass_leaf_gives_the_same_bits(five_launches, sweep, nb):
+    """The top block built in the first kernel's launch is the second kernel's arithmetic on the same
+    R1 and R1^-1: the same bits in H, tau, Vᵀ and T, matrix by matrix, whichever path each took (the
+    dependent matrices take the fallback either way); and the rows below read the N it left."""
+    a = generate_input(4, 160, 1.0, 5, "mixed")
+    a[1, :, 19] = 0.0  # inside the leaf's columns 16..47
+    outputs = []
+    for fold in (False, True):
+        run = Leaf(a, 32)
+        run.h.copy_(a)
+        flags = _five(five_launches, run, run.h, 16, 32, sweep, 1e-7, 1024, nb, fold)
+        outputs.append((flags, run.h, run.tau, run.vt, run.t))
+    (flags0, *plain), (flags1, *folded) = outputs
+    assert flags0[1] == flags1[1] == 1
+    assert torch.equal(flags1, torch.where(flags0 == 2, 3, flags0)), (flags0.tolist(), flags1.tolist())
+    assert (flags1 == 3).any(), "no matrix took one pass: the fold was not exercised"
+    for name, x, y in zip(("H", "tau", "VT", "T"), plain, folded):
+        assert torch.equal(x, y), name
 
 
 def test_fused_leaves_in_a_row_share_their_workspaces(leaf):

@@ -170,13 +170,16 @@ def test_blocked_cholqr_kernels_compile_for_sm90_without_spills(tmp_path):
     """The Cholesky QR leaf's kernels (and the merge's split cross product) keep their tiles in
     shared memory and registers: a spill would put a tall panel's serial chain through local memory."""
     module = _module("cuda_blocked", tmp_path)
-    # the solves on 1024 threads, the sweeps on 1024, 256, 128, and the first pass blocked in 4 or 8
-    forms = {"cholqr_first_kernel": ("false, 1, 0", "true, 1, 0", "true, 4, 0", "true, 8, 0", "true, 1, 4", "true, 1, 8"),
+    # the solves on 1024 threads, the sweeps on 1024, 256, 128, and the first pass blocked in 4 or 8; on
+    # 1024 threads with the one-pass reconstruction folded in as well
+    forms = {"cholqr_first_kernel": ("false, 1, 0, false", "true, 1, 0, false", "true, 4, 0, false", "true, 8, 0, false",
+                                     "true, 1, 4, false", "true, 1, 8, false", "true, 1, 0, true", "true, 1, 4, true",
+                                     "true, 1, 8, true"),
              "cholqr_second_kernel": ("false, 1", "true, 1", "true, 4", "true, 8")}
     passes = [f"{k}<{form}>" for k, kernel_forms in forms.items() for form in kernel_forms]
     entries = _ptxas_entries(module, passes, tmp_path / "cholqr.cu")
     names = ("cholqr_gram_kernel", "cholqr_first_kernel", "cholqr_second_kernel", "cholqr_rows_kernel", "cross_kernel",
-             "apply_rows_kernel", "cholqr_leaf_kernel", "cholqr_fallback_kernel", "narrow_update_kernel",
+             "apply_rows_kernel", "cholqr_leaf_kernel", "narrow_update_kernel",
              "merge_kernel", "cholqr_first_warp_kernel")
     for name in names:
         found = [usage for entry, usage in entries.items() if f"{len(name)}{name}" in entry]
@@ -367,7 +370,7 @@ class ReferencePanel:
             tau[b, cut if not kept.numel() else min(cut, int(kept[b])):] = 0.0
 
     def cholqr_panel(self, S, H, tau, vt, t, acc, small, flags, k, w, sweep=0, one_pass=0.0, threads=1024,
-                     block=0) -> None:
+                     block=0, fold=False) -> None:
         """The Cholesky QR leaf promises what panel() does (its inverses by triangular solves or in
         the factors' sweeps alike), from workspaces sized as its host code checks, and leaves its
         Gram accumulator zero for the next leaf."""
@@ -379,6 +382,7 @@ class ReferencePanel:
         assert not acc.any(), "the Gram accumulator must be zero when a leaf starts"
         assert sweep in (0, 1, 2, 3) and 0.0 <= one_pass < 1e-3 and threads in (1024, 256, 128), (sweep, one_pass, threads)
         assert sweep != 3 or block in (4, 8), block
+        assert isinstance(fold, bool), fold
         self._factor_panel(S, H, tau, vt, t, k, w)
 
     def cholqr_leaf(self, S, H, tau, vt, t, acc, small, flags, gram, ctrl, k, w) -> None:
@@ -995,11 +999,13 @@ def test_panel_kernel_matches_the_reference_panel_on_gpu(tmp_path, params):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fused, sweep, one_pass, threads, block", [
-    (False, 0, 0.0, 1024, 0), (False, 1, 0.0, 1024, 0), (False, 2, 0.0, 1024, 0), (True, 0, 0.0, 1024, 0),
-    (False, 1, 1e-7, 1024, 0), (False, 2, 1e-7, 128, 0), (False, 0, 1e-6, 1024, 0), (False, 1, 0.0, 256, 0),
-    (False, 1, 1e-7, 128, 0), (False, 3, 0.0, 1024, 8), (False, 3, 1e-7, 1024, 8), (False, 3, 1e-7, 1024, 4)])
-def test_cholqr_leaf_matches_the_reference_panel_on_gpu(tmp_path, fused, sweep, one_pass, threads, block):
+@pytest.mark.parametrize("fused, sweep, one_pass, threads, block, fold", [
+    (False, 0, 0.0, 1024, 0, False), (False, 1, 0.0, 1024, 0, False), (False, 2, 0.0, 1024, 0, False),
+    (True, 0, 0.0, 1024, 0, False), (False, 1, 1e-7, 1024, 0, False), (False, 2, 1e-7, 128, 0, False),
+    (False, 0, 1e-6, 1024, 0, False), (False, 1, 0.0, 256, 0, False), (False, 1, 1e-7, 128, 0, False),
+    (False, 3, 0.0, 1024, 8, False), (False, 3, 1e-7, 1024, 8, False), (False, 3, 1e-7, 1024, 4, False),
+    (False, 1, 1e-7, 1024, 0, True), (False, 3, 1e-7, 1024, 8, True), (False, 3, 1e-7, 1024, 4, True)])
+def test_cholqr_leaf_matches_the_reference_panel_on_gpu(tmp_path, fused, sweep, one_pass, threads, block, fold):
     """The Cholesky QR leaf on the GPU: tall and short panels, partial widths, read from the input or
     in place.  Ordinary matrices match the reference panel (with one_pass, in one pass: the dense
     ones' first pass bounds Q's loss well under 1e-7); matrices whose panel is nearly dependent
@@ -1031,13 +1037,13 @@ def test_cholqr_leaf_matches_the_reference_panel_on_gpu(tmp_path, fused, sweep, 
             ext.cholqr_leaf(*got, acc, small, flags, gram, ctrl, k, w)
             assert not gram.any() and not ctrl.any(), "the fused leaf must leave its Grams and counters zero"
         else:
-            ext.cholqr_panel(*got, acc, small, flags, k, w, sweep, one_pass, threads, block)
+            ext.cholqr_panel(*got, acc, small, flags, k, w, sweep, one_pass, threads, block, fold)
         assert not acc.any(), "the leaf must leave its Gram accumulator zero"
         ReferencePanel(set()).cholqr_panel(*want, acc.cpu(), small.cpu(), flags.cpu(), k, w)
         where = (f"batch={batch} n={n} k={k} w={w} {profile} fused={fused} sweep={sweep} one_pass={one_pass} "
-                 f"threads={threads} block={block}")
+                 f"threads={threads} block={block} fold={fold}")
         if one_pass and profile == "dense":
-            assert flags[0].item() == 2, (where, flags.tolist())  # one pass
+            assert flags[0].item() == (3 if fold else 2), (where, flags.tolist())  # one pass (built in the first kernel)
         # the fused leaf decides per matrix inside the launch: what it flagged shows in the properties
         flagged = [1, 2] if fused else [i for i in range(batch) if flags[i].item() == 1]
         assert {1, 2} <= set(flagged), (where, flags.tolist())

@@ -73,10 +73,11 @@ warp below updates its row, two barriers a block instead of one a pivot (14.8 ->
 float64, so where the first pass bounds its loss of orthogonality (about u64 (m w + w^2) κ_F², κ_F
 of the column-equilibrated panel from R1 and R1^-1) by PARAMS cholqr_one_pass, that matrix skips
 the second pass: its second Gram and Cholesky return at once and R2 = I (2x4096 -18%, 8x2048 -16% on
-an H100; kernels/BENCHMARKS.md#one-pass-leaves).  A matrix
-whose panel is nearly dependent (a pivot under 1e-12 of its column's square norm, or Q1ᵀQ1 more than
-0.1 from I) is flagged and factored column by column by a fallback kernel, so the path is exact for
-every input, whatever the rest of the batch holds.  The block merges' V1ᵀV2 over 1024 rows or more
+an H100; kernels/BENCHMARKS.md#one-pass-leaves); with PARAMS cholqr_fold its top block is then built
+in the first pass's launch, from R1 and R1^-1 still on chip, and the second kernel returns at once
+too.  A matrix whose panel is nearly dependent (a pivot under 1e-12 of its column's square norm, or
+Q1ᵀQ1 more than 0.1 from I) is flagged and factored column by column inside the second kernel, so
+the path is exact for every input, whatever the rest of the batch holds.  The block merges' V1ᵀV2 over 1024 rows or more
 is split over those rows by a CUDA kernel (cuBLAS ran the long, thin product on a few blocks).  Above
 n = 1024 the residual gate is 20·n·eps32 (4.9e-3 at 2048) and every stress profile passed at 2048 and
 4096 on an H200: the wide updates are the Triton kernel's bf16x3 products by default (PARAMS
@@ -88,10 +89,10 @@ launches, so it is replayed as a CUDA graph (PARAMS["graph_gt1024"]).
 A leaf can also run as one launch (PARAMS cholqr_fused): each block keeps its chunk of rows in shared
 memory from the first Gram to V, meets its matrix's other blocks through a counter in global memory
 after each Gram, and the 32x32 factors (both Choleskys, the inverses, the signed LU, T) are computed
-by every block, bit for bit alike, with the six launches' element-parallel steps (four elements a
+by every block, bit for bit alike, with the five launches' element-parallel steps (four elements a
 thread, a block barrier a step).
 Blocks take their matrix and chunk from a ticket in start order, so a matrix waits only for blocks
-that have started; the host takes the six launches where a matrix's chunks could not all be
+that have started; the host takes the five launches where a matrix's chunks could not all be
 resident, and a wait of seconds traps instead of hanging.  A split narrow update can run the same way
 (PARAMS narrow_fused): each block adds its 64 rows' part of VᵀC into W, meets the others, and applies
 V·(TᵀW) to its rows, one launch instead of four; only on the main stream, so that two kernels whose
@@ -175,10 +176,11 @@ PARAMS = {
     'panel_gt1024': 'cholqr2',
     'cholqr_min_rows': 256,
     'cholqr_fused': False,
-    'cholqr_inverse': 'sweep',
+    'cholqr_inverse': 'blocked',
     'cholqr_one_pass': 1e-07,
     'cholqr_threads': 1024,
     'cholqr_block': 8,
+    'cholqr_fold': True,
     'cross_min_rows': 1024,
     'narrow_gt1024': 'split',
     'narrow_cols_gt1024': 256,
@@ -270,22 +272,22 @@ SPACE = {
     "panel_gt1024": ["householder", "cholqr2"],
     "cholqr_min_rows": [64, 128, 256, 512, 1024],
     # A leaf in one launch (each block keeps its rows from the first Gram to V and meets its matrix's
-    # other blocks after each Gram, the 32x32 factors in every block) or in six.
+    # other blocks after each Gram, the 32x32 factors in every block) or in five.
     "cholqr_fused": [False, True],
-    # The six launches' 32x32 factors: each Cholesky, then its inverse by a triangular solve, and the
+    # The five launches' 32x32 factors: each Cholesky, then its inverse by a triangular solve, and the
     # signed LU, then both its inverses ("solve": 192 barrier steps a leaf), or each factor with its
     # inverses in one Gauss-Jordan sweep ("sweep": 96 steps, the fused leaf's routines), or that with
     # the first pass on one warp a matrix, the factor in registers and shuffles ("warp": no barrier), or
     # the first pass blocked ("blocked": warp 0 factors a diagonal block of cholqr_block pivots, then
     # every warp below updates its row; 2 w / cholqr_block barriers; the second pass as "sweep").
     "cholqr_inverse": ["solve", "sweep", "warp", "blocked"],
-    # The six launches' second pass (its Gram and Cholesky) skipped per matrix where the first pass
+    # The five launches' second pass (its Gram and Cholesky) skipped per matrix where the first pass
     # bounds Q = P R1^-1's loss of orthogonality (Q in float64: about u64 (m w + w^2) κ_F², κ_F of the
     # column-equilibrated panel from R1 and R1^-1) by this tolerance; 0: always two passes.  1e-7:
     # 2x4096 14.86 -> 12.24 ms, 8x2048 8.59 -> 7.19 on an H100 (1e-6 the same; BENCHMARKS
     # #one-pass-leaves).
     "cholqr_one_pass": [0.0, 1e-8, 1e-7, 1e-6],
-    # The block of the six launches' single-block 32x32 sweeps (sweep and warp modes): 1024 threads of
+    # The block of the five launches' single-block 32x32 sweeps (sweep and warp modes): 1024 threads of
     # an element each, a barrier a step across 32 warps, or 256 / 128 of four / eight elements, whose
     # barriers wait for fewer warps but whose steps do more work a thread (2x4096 with one pass: 12.24
     # ms on 1024, 13.74 on 256, 17.55 on 128, H100).
@@ -295,6 +297,11 @@ SPACE = {
     # row; two barriers a block instead of one a pivot, a longer chain on the one warp as it grows
     # (first pass at 2x4096, H100: 12.8 us a leaf with 8, 13.8 with 4, 14.8 as "sweep").
     "cholqr_block": [4, 8],
+    # A one-pass matrix's Householder reconstruction (Q1 = P1 R1^-1, the signed LU, T, N) in the first
+    # pass's launch, from R1 and R1^-1 still on chip, instead of in the second kernel, which then
+    # returns at once (with the sweeps' or the blocked first pass on 1024 threads and cholqr_one_pass
+    # > 0; ignored otherwise).
+    "cholqr_fold": [False, True],
     "cross_min_rows": [256, 512, 1024, 4096],
     # Updates of at most narrow_cols_gt1024 columns above n = 1024 (inside a block, and the last
     # ones): "split" computes VᵀC split over the rows and C -= V·(TᵀW) by row chunks in exact FP32 on
@@ -796,8 +803,9 @@ panel_kernel(const float* S, float* H, float* __restrict__ TAU, float* __restric
 constexpr int QB = 32;        // widest leaf
 constexpr int QL = QB + 1;    // odd row stride of the float64 tiles
 constexpr int GROWS = 64;     // rows of a Gram or row-kernel chunk
-// A leaf's flag per matrix: two passes, the column-by-column fallback, or one pass (one_pass_suffices).
-constexpr int LEAF_TWO_PASSES = 0, LEAF_FALLBACK = 1, LEAF_ONE_PASS = 2;
+// A leaf's flag per matrix: two passes, the column-by-column fallback, one pass (one_pass_suffices), or
+// one pass whose top block the first kernel built (cholqr_first_kernel's FOLD).
+constexpr int LEAF_TWO_PASSES = 0, LEAF_FALLBACK = 1, LEAF_ONE_PASS = 2, LEAF_DONE = 3;
 
 // Partial Gram X_cᵀX_c of the panel's rows chunk*GROWS.. (X = P, or P·M with M the first pass's
 // R^-1) added into acc (float64, 1024 a matrix, upper triangle; zeroed by its reader); 256 threads,
@@ -1244,18 +1252,98 @@ __device__ __forceinline__ bool one_pass_suffices(double scaled_inverse, int w, 
     return tol > 0.0 && isfinite(est) && est <= tol;
 }
 
+// The Householder reconstruction of a leaf from R (rr) and M = R^-1 (mij), this thread's elements
+// (Ballard et al.): Q1 = P1 M from the panel's top block P1, Q1 - S = L U with the signs S per step,
+// then the top block of H (S R above the diagonal, L's multipliers below), T = -U S L^-T, tau, Vᵀ's top
+// rows, and N = M U^-1 into small[b] for the rows below (cholqr_rows_kernel).  a0, a1, a2: 32x32
+// tiles; rows: 8 x QB (4 x QB with the solves); sgn, invs: QB.  Every thread of the block calls it.
+template <bool SWEEP, int E>
+__device__ __forceinline__ void householder_top(const double (&rr)[E], const double (&mij)[E], const float* S, float* H,
+                                                float* TAU, float* VT, float* T, int n, int k, int w, long long vstride,
+                                                long long tstride, int ldt, double* small, double (*a0)[QL],
+                                                double (*a1)[QL], double (*a2)[QL], double* rows, double* sgn,
+                                                double* invs) {
+    const int b = blockIdx.x, j = threadIdx.x & 31;
+    const float* src = S + (size_t)b * n * n + (size_t)k * n + k;
+#pragma unroll
+    for (int u = 0; u < E; ++u) {
+        const int i = elem_row<E>(u);
+        a0[i][j] = mij[u];
+        a1[i][j] = (i < w && j < w) ? (double)src[(size_t)i * n + j] : 0.0;  // P1
+    }
+    __syncthreads();
+    double lu[E], uinv[E], linv[E];
+#pragma unroll
+    for (int u = 0; u < E; ++u) lu[u] = product_elem(a1, a0, elem_row<E>(u), j);  // Q1 = P1 M
+    if (SWEEP) {
+        signed_lu_inverses_elems<E>(lu, uinv, linv, w, rows, sgn, invs);  // Q1 - S = L U, U^-1, L^-1
+#pragma unroll
+        for (int u = 0; u < E; ++u) {
+            const int i = elem_row<E>(u);
+            a2[i][j] = (i < w && j < w) ? lu[u] : 0.0;  // U on and above the diagonal, L's multipliers below
+            a1[i][j] = uinv[u];
+        }
+    } else {
+        signed_lu_elems<E>(lu, w, rows, sgn, invs);                // Q1 - S = L U, in place
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < E; ++u) {
+            const int i = elem_row<E>(u);
+            a2[i][j] = (i < w && j < w) ? lu[u] : 0.0;  // U on and above the diagonal, L's multipliers below
+            a1[i][j] = (i <= j && j < w) ? lu[u] : 0.0; // U alone
+        }
+        triangular_inverses_elems<E>(a1, a2, w, rows, uinv, linv);
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < E; ++u) a1[elem_row<E>(u)][j] = uinv[u];
+    }
+    __syncthreads();
+    double* nout = small + (size_t)b * 4 * QB * QB + 2 * QB * QB;
+#pragma unroll
+    for (int u = 0; u < E; ++u) {
+        const int i = elem_row<E>(u);
+        nout[i * QB + j] = upper_product_elem(a0, a1, i, j);     // N = M U^-1
+    }
+    __syncthreads();
+#pragma unroll
+    for (int u = 0; u < E; ++u) a0[elem_row<E>(u)][j] = linv[u];
+    __syncthreads();
+    const size_t mat = (size_t)b * n * n;
+#pragma unroll
+    for (int u = 0; u < E; ++u) {
+        const int i = elem_row<E>(u);
+        if (i >= w || j >= w) continue;
+        double t = 0.0;                                            // T = -U S L^-T
+#pragma unroll 4
+        for (int q = i; q < QB; ++q) t = fma(a2[i][q] * sgn[q < w ? q : 0], a0[j][q], t);
+        t = i <= j ? -t : 0.0;
+        const double a = lu[u];
+        H[mat + (size_t)(k + i) * n + k + j] = (float)(i <= j ? sgn[i] * rr[u] : a);
+        T[(size_t)b * tstride + (size_t)i * ldt + j] = (float)t;
+        VT[(size_t)b * vstride + (size_t)j * n + i] = (float)(i > j ? a : (i == j ? 1.0 : 0.0));
+        if (i == j) TAU[(size_t)b * n + k + j] = (float)t;
+    }
+}
+
 // First pass: R1 = chol(Gram) and R1^-1 into small[b] (R1, R1^-1, N, spare), the flag set where the
 // panel is nearly dependent (LEAF_FALLBACK), or where one pass suffices (LEAF_ONE_PASS) for a panel
 // of m rows.  1024 / E threads, E elements each (the triangular solves' form on 1024 only); NB > 0:
-// blocked, diagonal blocks of NB (SWEEP, E = 1).
-template <bool SWEEP, int E, int NB>
+// blocked, diagonal blocks of NB (SWEEP, E = 1).  FOLD: where one pass suffices, this launch also
+// builds the leaf's top block from R1 and R1^-1 (householder_top) and flags the matrix LEAF_DONE, so
+// its second Gram and second kernel return at once: otherwise the second kernel reloads R1 and R1^-1
+// and pays a 1024-thread block's fixed cost on the chain, for one sweep.
+template <bool SWEEP, int E, int NB, bool FOLD>
 __global__ void __launch_bounds__(1024 / E) cholqr_first_kernel(double* acc, int w, int m, double one_pass, double* small,
-                                                                int* flags) {
+                                                                int* flags, const float* S, float* H, float* TAU,
+                                                                float* VT, float* T, int n, int k, long long vstride,
+                                                                long long tstride, int ldt) {
     static_assert(NB == 0 || (SWEEP && E == 1), "the blocked sweep holds an element a thread");
+    static_assert(!FOLD || SWEEP, "the folded reconstruction is the sweeps'");
     const int b = blockIdx.x, j = threadIdx.x & 31;
-    __shared__ double r[QB][QL], g[NB ? QB : 1][QL];
-    __shared__ double rows[(SWEEP ? 4 : 2) * QB], diag[QB], rinvs[QB], part[32 / E];
-    __shared__ int ok[2];
+    constexpr int FT = FOLD ? QB : 1;  // the reconstruction's tiles, where it runs here
+    __shared__ double r[QB][QL], g[NB ? QB : 1][QL], f1[FT][QL], f2[FT][QL], f3[FT][QL];
+    __shared__ double rows[(FOLD ? 8 : SWEEP ? 4 : 2) * QB], diag[QB], rinvs[QB], part[32 / E], sgn[FT], invs[FT];
+    __shared__ int ok[2], fold;
     double x[E];
 #pragma unroll
     for (int u = 0; u < E; ++u) x[u] = take_gram(acc, b, elem_row<E>(u), j, w);
@@ -1281,13 +1369,15 @@ __global__ void __launch_bounds__(1024 / E) cholqr_first_kernel(double* acc, int
         upper_inverse_elems<E>(r, w, rows, inv);
     }
     double* out = small + (size_t)b * 4 * QB * QB;
-    double s = 0.0;
+    double s = 0.0, rr[E], mij[E];
 #pragma unroll
     for (int u = 0; u < E; ++u) {
         const int i = elem_row<E>(u);
         const bool upper = i <= j && j < w;
-        out[i * QB + j] = upper ? x[u] : 0.0;
-        out[QB * QB + i * QB + j] = upper ? inv[u] : 0.0;
+        rr[u] = upper ? x[u] : 0.0;
+        mij[u] = upper ? inv[u] : 0.0;
+        out[i * QB + j] = rr[u];
+        out[QB * QB + i * QB + j] = mij[u];
         if (upper) s = fma(diag[i] * inv[u], inv[u], s);
     }
     if (one_pass > 0.0) {  // the same for every thread
@@ -1297,7 +1387,15 @@ __global__ void __launch_bounds__(1024 / E) cholqr_first_kernel(double* acc, int
         if (threadIdx.x == 0) {
             double total = 0.0;
             for (int q = 0; q < 32 / E; ++q) total += part[q];
-            if (one_pass_suffices(total, w, m, one_pass)) flags[b] = LEAF_ONE_PASS;
+            const bool one = one_pass_suffices(total, w, m, one_pass);
+            if (one) flags[b] = FOLD ? LEAF_DONE : LEAF_ONE_PASS;
+            fold = FOLD && one;
+        }
+        if constexpr (FOLD) {
+            __syncthreads();
+            if (fold)  // the same for every thread
+                householder_top<true, E>(rr, mij, S, H, TAU, VT, T, n, k, w, vstride, tstride, ldt, small, f1, f2, f3,
+                                         rows, sgn, invs);
         }
     }
 }
@@ -1369,10 +1467,125 @@ __global__ void __launch_bounds__(32) cholqr_first_warp_kernel(double* acc, int 
     }
 }
 
+// Matrix b's panel factored column by column (LAPACK conventions, float64 sums) by the NT threads of
+// one block, in H through the L2: the path of a panel Cholesky QR cannot take.  Not inlined: the
+// fused leaf's registers are capped for two blocks an SM, and this cold path inlined there spilled
+// 40 bytes on its hot path (16 at the call).
+// scratch: the block's shared ColumnScratch.
+struct ColumnScratch {
+    double g[QB][QL];
+    double part[32];
+    float taus[QB];
+    float coef[2];  // tau, 1 / (alpha - beta)
+};
+
+template <int NT>
+__device__ __noinline__ void column_panel(const float* S, float* H, float* TAU, float* VT, float* T, int n, int k, int w,
+                             long long vstride, long long tstride, int ldt, int b, ColumnScratch& scratch) {
+    constexpr int NW = NT / 32;
+    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    double* part = scratch.part;
+    float* taus = scratch.taus;
+    float* coef = scratch.coef;
+    double(*g)[QL] = scratch.g;
+    const int m = n - k;
+    const size_t mat = (size_t)b * n * n;
+    float* p = H + mat + (size_t)k * n + k;
+    if (S != H) {
+        const float* src = S + mat + (size_t)k * n + k;
+        for (int e = tid; e < m * w; e += NT) p[(size_t)(e / w) * n + e % w] = src[(size_t)(e / w) * n + e % w];
+        __syncthreads();
+    }
+    for (int c = 0; c < w; ++c) {
+        double s = 0.0;
+        for (int i = c + 1 + tid; i < m; i += NT) {
+            const double y = p[(size_t)i * n + c];
+            s = fma(y, y, s);
+        }
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0) part[wid] = s;
+        __syncthreads();
+        if (tid == 0) {
+            double tail2 = 0.0;
+            for (int q = 0; q < NW; ++q) tail2 += part[q];
+            const double alpha = p[(size_t)c * n + c];
+            if (tail2 > 0.0) {
+                const double nrm = sqrt(alpha * alpha + tail2);
+                const double beta = alpha >= 0.0 ? -nrm : nrm;
+                coef[0] = (float)((beta - alpha) / beta);
+                coef[1] = (float)(1.0 / (alpha - beta));
+                p[(size_t)c * n + c] = (float)beta;
+            } else {
+                coef[0] = 0.f;
+                coef[1] = 0.f;
+            }
+            taus[c] = coef[0];
+        }
+        __syncthreads();
+        const float tau = coef[0], scale = coef[1];
+        if (tau != 0.f)
+            for (int i = c + 1 + tid; i < m; i += NT) p[(size_t)i * n + c] *= scale;
+        __syncthreads();
+        for (int j = c + 1 + wid; j < w && tau != 0.f; j += NW) {
+            double d = 0.0;
+            for (int i = c + 1 + lane; i < m; i += 32) d = fma((double)p[(size_t)i * n + c], (double)p[(size_t)i * n + j], d);
+            for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+            const float f = tau * (float)(d + (double)p[(size_t)c * n + j]);
+            __syncwarp();
+            if (lane == 0) p[(size_t)c * n + j] -= f;
+            for (int i = c + 1 + lane; i < m; i += 32) p[(size_t)i * n + j] = fmaf(-f, p[(size_t)i * n + c], p[(size_t)i * n + j]);
+        }
+        __syncthreads();
+    }
+    // Vᵀ, tau, then T from G = VᵀV by slarft's recurrence
+    float* vt = VT + (size_t)b * vstride;
+    for (int e = tid; e < w * m; e += NT) {
+        const int j = e / m, i = e % m;
+        vt[(size_t)j * n + i] = i > j ? p[(size_t)i * n + j] : (i == j ? 1.f : 0.f);
+    }
+    if (tid < w) TAU[(size_t)b * n + k + tid] = taus[tid];
+    __syncthreads();
+    for (int e = wid; e < w * w; e += NW) {
+        const int i = e / w, j = e % w;
+        if (i >= j) continue;
+        double d = 0.0;
+        for (int r = j + lane; r < m; r += 32) {
+            const double vi = r == i ? 1.0 : (r > i ? (double)p[(size_t)r * n + i] : 0.0);
+            const double vj = r == j ? 1.0 : (double)p[(size_t)r * n + j];
+            d = fma(vi, vj, d);
+        }
+        for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+        if (lane == 0) g[i][j] = d;
+    }
+    __syncthreads();
+    float* t = T + (size_t)b * tstride;
+    if (tid < w) {
+        const int r = tid;
+        double row[QB];
+#pragma unroll
+        for (int c = 0; c < QB; ++c) row[c] = 0.0;
+        for (int c = 0; c < w; ++c) {
+            double value = 0.0;
+            if (c == r) {
+                value = taus[r];
+            } else if (c > r) {
+                double acc = 0.0;
+                for (int q = r; q < c; ++q) acc = fma(row[q], g[q][c], acc);
+                value = -(double)taus[c] * acc;
+            }
+            row[c] = value;
+            t[(size_t)r * ldt + c] = (float)value;
+        }
+    }
+}
+
 // Second pass and the reconstruction: R2 = chol(Q1ᵀQ1), R = R2 R1, M = R1^-1 R2^-1, Q's top block
 // P1 M = L U + S, and the top block's outputs: H (S R on and above the diagonal, L below), tau,
 // T = -U S L^-T and Vᵀ's top rows; N = M U^-1 (V2 = P2 N) into small[b] for the rows below.  A matrix
-// the first pass left in one pass has R2 = I.  1024 / E threads, E elements each.
+// the first pass left in one pass has R2 = I.  1024 / E threads, E elements each.  A matrix flagged
+// nearly dependent by either pass is factored column by column here (column_panel) before the rows
+// kernel, which leaves it alone: a launch of its own would put an empty block a matrix on every leaf's
+// chain.
 // (With SWEEP on 1024 threads, ptxas left to itself gave the kernel 32 registers and 20 bytes of spill
 // loads; a minimum of one block an SM lets it take 48.)
 template <bool SWEEP, int E>
@@ -1381,7 +1594,12 @@ __global__ void __launch_bounds__(1024 / E, SWEEP ? 1 : 0) cholqr_second_kernel(
                                                              int ldt, double* acc, double* small, int* flags) {
     const int b = blockIdx.x, j = threadIdx.x & 31;
     const int flag = flags[b];
-    if (flag == LEAF_FALLBACK) return;
+    if (flag == LEAF_DONE) return;
+    __shared__ ColumnScratch scratch;
+    if (flag == LEAF_FALLBACK) {
+        column_panel<1024 / E>(S, H, TAU, VT, T, n, k, w, vstride, tstride, ldt, b, scratch);
+        return;
+    }
     const bool one = flag == LEAF_ONE_PASS;  // R2 = I: no second Gram was taken (the same for every thread)
     __shared__ double a0[QB][QL], a1[QB][QL], a2[QB][QL];
     __shared__ double rows[(SWEEP ? 8 : 4) * QB], diag[QB], sgn[QB], invs[QB], rinvs[QB];
@@ -1398,6 +1616,7 @@ __global__ void __launch_bounds__(1024 / E, SWEEP ? 1 : 0) cholqr_second_kernel(
                                                                : cholesky_elems<E>(x, w, 0.5, rows, diag, ok)));
     if (!good) {
         if (threadIdx.x == 0) flags[b] = LEAF_FALLBACK;
+        column_panel<1024 / E>(S, H, TAU, VT, T, n, k, w, vstride, tstride, ldt, b, scratch);
         return;
     }
     const double* sm = small + (size_t)b * 4 * QB * QB;
@@ -1435,65 +1654,7 @@ __global__ void __launch_bounds__(1024 / E, SWEEP ? 1 : 0) cholqr_second_kernel(
         mij[u] = one ? a1[i][j] : upper_product_elem(a1, a2, i, j);
     }
     __syncthreads();
-    const float* src = S + (size_t)b * n * n + (size_t)k * n + k;
-#pragma unroll
-    for (int u = 0; u < E; ++u) {
-        const int i = elem_row<E>(u);
-        a0[i][j] = mij[u];
-        a1[i][j] = (i < w && j < w) ? (double)src[(size_t)i * n + j] : 0.0;  // P1
-    }
-    __syncthreads();
-    double lu[E], uinv[E], linv[E];
-#pragma unroll
-    for (int u = 0; u < E; ++u) lu[u] = product_elem(a1, a0, elem_row<E>(u), j);  // Q1 = P1 M
-    if (SWEEP) {
-        signed_lu_inverses_elems<E>(lu, uinv, linv, w, rows, sgn, invs);  // Q1 - S = L U, U^-1, L^-1
-#pragma unroll
-        for (int u = 0; u < E; ++u) {
-            const int i = elem_row<E>(u);
-            a2[i][j] = (i < w && j < w) ? lu[u] : 0.0;  // U on and above the diagonal, L's multipliers below
-            a1[i][j] = uinv[u];
-        }
-    } else {
-        signed_lu_elems<E>(lu, w, rows, sgn, invs);                // Q1 - S = L U, in place
-        __syncthreads();
-#pragma unroll
-        for (int u = 0; u < E; ++u) {
-            const int i = elem_row<E>(u);
-            a2[i][j] = (i < w && j < w) ? lu[u] : 0.0;  // U on and above the diagonal, L's multipliers below
-            a1[i][j] = (i <= j && j < w) ? lu[u] : 0.0; // U alone
-        }
-        triangular_inverses_elems<E>(a1, a2, w, rows, uinv, linv);
-        __syncthreads();
-#pragma unroll
-        for (int u = 0; u < E; ++u) a1[elem_row<E>(u)][j] = uinv[u];
-    }
-    __syncthreads();
-    double* nout = small + (size_t)b * 4 * QB * QB + 2 * QB * QB;
-#pragma unroll
-    for (int u = 0; u < E; ++u) {
-        const int i = elem_row<E>(u);
-        nout[i * QB + j] = upper_product_elem(a0, a1, i, j);     // N = M U^-1
-    }
-    __syncthreads();
-#pragma unroll
-    for (int u = 0; u < E; ++u) a0[elem_row<E>(u)][j] = linv[u];
-    __syncthreads();
-    const size_t mat = (size_t)b * n * n;
-#pragma unroll
-    for (int u = 0; u < E; ++u) {
-        const int i = elem_row<E>(u);
-        if (i >= w || j >= w) continue;
-        double t = 0.0;                                            // T = -U S L^-T
-#pragma unroll 4
-        for (int q = i; q < QB; ++q) t = fma(a2[i][q] * sgn[q < w ? q : 0], a0[j][q], t);
-        t = i <= j ? -t : 0.0;
-        const double a = lu[u];
-        H[mat + (size_t)(k + i) * n + k + j] = (float)(i <= j ? sgn[i] * rr[u] : a);
-        T[(size_t)b * tstride + (size_t)i * ldt + j] = (float)t;
-        VT[(size_t)b * vstride + (size_t)j * n + i] = (float)(i > j ? a : (i == j ? 1.0 : 0.0));
-        if (i == j) TAU[(size_t)b * n + k + j] = (float)t;
-    }
+    householder_top<SWEEP, E>(rr, mij, S, H, TAU, VT, T, n, k, w, vstride, tstride, ldt, small, a0, a1, a2, rows, sgn, invs);
 }
 
 // The rows below the top block: V = P2 N, into H and Vᵀ.
@@ -1612,128 +1773,6 @@ __global__ void __launch_bounds__(256) apply_rows_kernel(const float* S, float* 
     }
 }
 
-// Matrix b's panel factored column by column (LAPACK conventions, float64 sums) by the NT threads of
-// one block, in H through the L2: the path of a panel Cholesky QR cannot take.  Not inlined: the
-// fused leaf's registers are capped for two blocks an SM, and this cold path inlined there spilled
-// 40 bytes on its hot path (16 at the call).
-// scratch: the block's shared ColumnScratch.
-struct ColumnScratch {
-    double g[QB][QL];
-    double part[32];
-    float taus[QB];
-    float coef[2];  // tau, 1 / (alpha - beta)
-};
-
-template <int NT>
-__device__ __noinline__ void column_panel(const float* S, float* H, float* TAU, float* VT, float* T, int n, int k, int w,
-                             long long vstride, long long tstride, int ldt, int b, ColumnScratch& scratch) {
-    constexpr int NW = NT / 32;
-    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
-    double* part = scratch.part;
-    float* taus = scratch.taus;
-    float* coef = scratch.coef;
-    double(*g)[QL] = scratch.g;
-    const int m = n - k;
-    const size_t mat = (size_t)b * n * n;
-    float* p = H + mat + (size_t)k * n + k;
-    if (S != H) {
-        const float* src = S + mat + (size_t)k * n + k;
-        for (int e = tid; e < m * w; e += NT) p[(size_t)(e / w) * n + e % w] = src[(size_t)(e / w) * n + e % w];
-        __syncthreads();
-    }
-    for (int c = 0; c < w; ++c) {
-        double s = 0.0;
-        for (int i = c + 1 + tid; i < m; i += NT) {
-            const double y = p[(size_t)i * n + c];
-            s = fma(y, y, s);
-        }
-        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (lane == 0) part[wid] = s;
-        __syncthreads();
-        if (tid == 0) {
-            double tail2 = 0.0;
-            for (int q = 0; q < NW; ++q) tail2 += part[q];
-            const double alpha = p[(size_t)c * n + c];
-            if (tail2 > 0.0) {
-                const double nrm = sqrt(alpha * alpha + tail2);
-                const double beta = alpha >= 0.0 ? -nrm : nrm;
-                coef[0] = (float)((beta - alpha) / beta);
-                coef[1] = (float)(1.0 / (alpha - beta));
-                p[(size_t)c * n + c] = (float)beta;
-            } else {
-                coef[0] = 0.f;
-                coef[1] = 0.f;
-            }
-            taus[c] = coef[0];
-        }
-        __syncthreads();
-        const float tau = coef[0], scale = coef[1];
-        if (tau != 0.f)
-            for (int i = c + 1 + tid; i < m; i += NT) p[(size_t)i * n + c] *= scale;
-        __syncthreads();
-        for (int j = c + 1 + wid; j < w && tau != 0.f; j += NW) {
-            double d = 0.0;
-            for (int i = c + 1 + lane; i < m; i += 32) d = fma((double)p[(size_t)i * n + c], (double)p[(size_t)i * n + j], d);
-            for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-            const float f = tau * (float)(d + (double)p[(size_t)c * n + j]);
-            __syncwarp();
-            if (lane == 0) p[(size_t)c * n + j] -= f;
-            for (int i = c + 1 + lane; i < m; i += 32) p[(size_t)i * n + j] = fmaf(-f, p[(size_t)i * n + c], p[(size_t)i * n + j]);
-        }
-        __syncthreads();
-    }
-    // Vᵀ, tau, then T from G = VᵀV by slarft's recurrence
-    float* vt = VT + (size_t)b * vstride;
-    for (int e = tid; e < w * m; e += NT) {
-        const int j = e / m, i = e % m;
-        vt[(size_t)j * n + i] = i > j ? p[(size_t)i * n + j] : (i == j ? 1.f : 0.f);
-    }
-    if (tid < w) TAU[(size_t)b * n + k + tid] = taus[tid];
-    __syncthreads();
-    for (int e = wid; e < w * w; e += NW) {
-        const int i = e / w, j = e % w;
-        if (i >= j) continue;
-        double d = 0.0;
-        for (int r = j + lane; r < m; r += 32) {
-            const double vi = r == i ? 1.0 : (r > i ? (double)p[(size_t)r * n + i] : 0.0);
-            const double vj = r == j ? 1.0 : (double)p[(size_t)r * n + j];
-            d = fma(vi, vj, d);
-        }
-        for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-        if (lane == 0) g[i][j] = d;
-    }
-    __syncthreads();
-    float* t = T + (size_t)b * tstride;
-    if (tid < w) {
-        const int r = tid;
-        double row[QB];
-#pragma unroll
-        for (int c = 0; c < QB; ++c) row[c] = 0.0;
-        for (int c = 0; c < w; ++c) {
-            double value = 0.0;
-            if (c == r) {
-                value = taus[r];
-            } else if (c > r) {
-                double acc = 0.0;
-                for (int q = r; q < c; ++q) acc = fma(row[q], g[q][c], acc);
-                value = -(double)taus[c] * acc;
-            }
-            row[c] = value;
-            t[(size_t)r * ldt + c] = (float)value;
-        }
-    }
-}
-
-// A flagged matrix's panel factored column by column, one block of 1024 threads per matrix; the
-// others return at once.
-__global__ void __launch_bounds__(1024) cholqr_fallback_kernel(const float* S, float* H, float* TAU, float* VT,
-                                                               float* T, int n, int k, int w, long long vstride,
-                                                               long long tstride, int ldt, const int* flags) {
-    if (flags[blockIdx.x] != LEAF_FALLBACK) return;
-    __shared__ ColumnScratch scratch;
-    column_panel<1024>(S, H, TAU, VT, T, n, k, w, vstride, tstride, ldt, blockIdx.x, scratch);
-}
-
 // ---- The fused leaf: the whole Cholesky QR twice of a panel in one launch ----
 // Each block owns a chunk of GROWS rows of one matrix for the whole leaf and meets the matrix's other
 // blocks twice, after each Gram (a counter in global memory).  The 32x32 factors are then computed
@@ -1741,7 +1780,7 @@ __global__ void __launch_bounds__(1024) cholqr_fallback_kernel(const float* S, f
 // a thread, on the same summed Gram), so no block waits for another's small factors: the six
 // launches of a leaf, with two single-block kernels on its critical path, become one.  One warp a
 // block computing them took 198 µs a leaf at 2x4096 on an H100 (a serial chain of shared-memory
-// loads per lane), against 85 µs for the six launches.  Blocks take their (matrix, chunk) from a
+// loads per lane), against 85 µs for the five launches.  Blocks take their (matrix, chunk) from a
 // ticket in start order, so the blocks a matrix waits for have all started, whatever the hardware's
 // block order: only a matrix's chunks need to be resident at once, which the host checks.
 
@@ -2415,17 +2454,18 @@ void check_leaf(const at::Tensor& S, const at::Tensor& H, const at::Tensor& tau,
                 "cholqr_panel: tau must be a contiguous batch x n float32 CUDA tensor");
 }
 
-// A Cholesky QR leaf in six launches: panel columns k..k+w (w <= 32) of S into H, tau, vt and t as
+// A Cholesky QR leaf in five launches: panel columns k..k+w (w <= 32) of S into H, tau, vt and t as
 // panel() writes them; acc (float64, batch x 1024, zero), small (float64, batch x 4096) and flags
 // (int32, batch) are workspaces (acc is left zero).  Flagged matrices take the column-by-column kernel;
 // where one_pass > 0, a matrix whose first pass bounds Q's loss of orthogonality by one_pass skips the
 // second pass (its second Gram and Cholesky return at once).  threads: the 32x32 sweeps' block (1024,
 // 256 or 128 threads; the triangular solves, inverse 0, and the blocked first pass, inverse 3 (its
 // second pass the sweeps'), always take 1024); block: the blocked first pass's diagonal block (4 or 8;
-// ignored unless inverse is 3).
+// ignored unless inverse is 3); fold: a one-pass matrix's top block built in the first kernel's launch
+// (ignored unless the first pass is the sweeps' or blocked on 1024 threads and one_pass > 0).
 void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc,
                   at::Tensor small, at::Tensor flags, int64_t k, int64_t w, int64_t inverse, double one_pass,
-                  int64_t threads, int64_t block) {
+                  int64_t threads, int64_t block, bool fold) {
     check_leaf(S, H, tau, vt, t, acc, small, flags, k, w);
     TORCH_CHECK(inverse >= 0 && inverse <= 3, "cholqr_panel: inverse must be 0 (solve), 1 (sweep), 2 (warp) or 3 (blocked)");
     TORCH_CHECK(one_pass >= 0.0 && one_pass < 1e-3, "cholqr_panel: one_pass must be in [0, 1e-3), not ", one_pass);
@@ -2450,13 +2490,16 @@ void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at:
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     const int m = n - kk;
     const unsigned threads_ = sweep && inverse != 3 ? (unsigned)threads : 1024u;
-    auto first = inverse == 3 ? (block == 4 ? cholqr_first_kernel<true, 1, 4> : cholqr_first_kernel<true, 1, 8>)
-                 : !sweep ? cholqr_first_kernel<false, 1, 0> : threads_ == 1024 ? cholqr_first_kernel<true, 1, 0>
-                 : threads_ == 256 ? cholqr_first_kernel<true, 4, 0> : cholqr_first_kernel<true, 8, 0>;
+    const bool fold_ = fold && sweep && inverse != 2 && threads_ == 1024 && one_pass > 0.0;
+    auto first = inverse == 3 ? (block == 4 ? (fold_ ? cholqr_first_kernel<true, 1, 4, true> : cholqr_first_kernel<true, 1, 4, false>)
+                                            : (fold_ ? cholqr_first_kernel<true, 1, 8, true> : cholqr_first_kernel<true, 1, 8, false>))
+                 : !sweep ? cholqr_first_kernel<false, 1, 0, false>
+                 : threads_ == 1024 ? (fold_ ? cholqr_first_kernel<true, 1, 0, true> : cholqr_first_kernel<true, 1, 0, false>)
+                 : threads_ == 256 ? cholqr_first_kernel<true, 4, 0, false> : cholqr_first_kernel<true, 8, 0, false>;
     if (inverse == 2)
         cholqr_first_warp_kernel<<<(unsigned)batch, 32, 0, stream>>>(g, ww, m, one_pass, sm, f);
     else
-        first<<<(unsigned)batch, threads_, 0, stream>>>(g, ww, m, one_pass, sm, f);
+        first<<<(unsigned)batch, threads_, 0, stream>>>(g, ww, m, one_pass, sm, f, s, h, taup, vtp, tp, n, kk, vs, ts, ldt);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     cholqr_gram_kernel<<<grid, 256, 0, stream>>>(s, n, kk, ww, sm + QB * QB, 4 * QB * QB, g, f);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -2466,12 +2509,10 @@ void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at:
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     cholqr_rows_kernel<<<grid, 256, 0, stream>>>(s, h, vtp, n, kk, ww, vs, sm, f);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    cholqr_fallback_kernel<<<(unsigned)batch, 1024, 0, stream>>>(s, h, taup, vtp, tp, n, kk, ww, vs, ts, ldt, f);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 // The same leaf in one launch (cholqr_leaf_kernel) where every chunk of a matrix can be resident at
-// once, else the six launches.  gram (float64, batch x 2048) and ctrl (int32, 2 + 3 batch) are zero
+// once, else the five launches.  gram (float64, batch x 2048) and ctrl (int32, 2 + 3 batch) are zero
 // and are left zero.
 void cholqr_leaf(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc,
                  at::Tensor small, at::Tensor flags, at::Tensor gram, at::Tensor ctrl, int64_t k, int64_t w) {
@@ -2493,7 +2534,7 @@ void cholqr_leaf(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::
     const int chunks = (n - (int)k + GROWS - 1) / GROWS;
     const long long resident = (long long)per_sm * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
     if (chunks > resident || batch * chunks > (1LL << 31) - 1) {
-        cholqr_panel(S, H, tau, vt, t, acc, small, flags, k, w, 0, 0.0, 1024, 0);
+        cholqr_panel(S, H, tau, vt, t, acc, small, flags, k, w, 0, 0.0, 1024, 0, false);
         return;
     }
     cholqr_leaf_kernel<<<(unsigned)(batch * chunks), LEAF_THREADS, bytes, at::cuda::getCurrentCUDAStream()>>>(
@@ -2680,7 +2721,7 @@ _CPP_SOURCE = ("void panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tenso
                "int64_t rpl, int64_t warps, int64_t cpw, int64_t minb, at::Tensor kept);\n"
                "void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc, "
                "at::Tensor small, at::Tensor flags, int64_t k, int64_t w, int64_t inverse, double one_pass, "
-               "int64_t threads, int64_t block);\n"
+               "int64_t threads, int64_t block, bool fold);\n"
                "void cholqr_leaf(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc, "
                "at::Tensor small, at::Tensor flags, at::Tensor gram, at::Tensor ctrl, int64_t k, int64_t w);\n"
                "void cross(at::Tensor A, at::Tensor B, at::Tensor out);\n"
@@ -2843,7 +2884,8 @@ def _block(ext, S: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, vt: torch.T
             ext.cholqr_leaf(S, H, tau, vt, t, *work, k, width)
         elif _cholqr_leaf(n, m, width):
             ext.cholqr_panel(S, H, tau, vt, t, *work[:3], k, width, _INVERSE_MODES[PARAMS["cholqr_inverse"]],
-                             float(PARAMS["cholqr_one_pass"]), PARAMS["cholqr_threads"], PARAMS["cholqr_block"])
+                             float(PARAMS["cholqr_one_pass"]), PARAMS["cholqr_threads"], PARAMS["cholqr_block"],
+                             PARAMS["cholqr_fold"])
         else:
             rpl = _rows_per_lane(m)
             ext.panel(S, H, tau, vt, t, k, width, rpl, *_shape(nb, rpl, H.shape[0], sms),
@@ -2871,7 +2913,7 @@ def _block(ext, S: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, vt: torch.T
 
 
 def _workspace(batch: int, n: int, device: torch.device) -> tuple:
-    """The Cholesky QR leaves' scratch: the six-launch leaf's Gram accumulator (zero between uses), small
+    """The Cholesky QR leaves' scratch: the five-launch leaf's Gram accumulator (zero between uses), small
     factors and flags, then the fused leaf's two Grams and its counters (zero between uses)."""
     if _panel_algorithm(n) != "cholqr2":
         return ()
