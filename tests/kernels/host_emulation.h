@@ -237,17 +237,18 @@ void launch(unsigned grid, unsigned threads, std::size_t shared_bytes, Body body
     pthread_attr_destroy(&attr);
 }
 
-// Runs body() as the blocks of a grid (x, y), one block after the other, each of `threads` GPU threads
-// at once (kernels whose blocks never wait for each other; see QR_EMULATE_STATIC_SHARED).
+// Runs body() as the blocks of a grid (x, y, z), one block after the other, each of `threads` GPU
+// threads at once (kernels whose blocks never wait for each other; see QR_EMULATE_STATIC_SHARED).
 template <class Body>
 void launch_serial(dim3 grid, unsigned threads, std::size_t shared_bytes, Body body) {
-    for (unsigned y = 0; y < grid.y; ++y)
-        for (unsigned x = 0; x < grid.x; ++x)
-            launch(1, threads, shared_bytes, [&] {
-                blockIdx = uint3{x, y, 0};
-                gridDim = grid;
-                body();
-            });
+    for (unsigned z = 0; z < grid.z; ++z)
+        for (unsigned y = 0; y < grid.y; ++y)
+            for (unsigned x = 0; x < grid.x; ++x)
+                launch(1, threads, shared_bytes, [&] {
+                    blockIdx = uint3{x, y, z};
+                    gridDim = grid;
+                    body();
+                });
 }
 
 }  // namespace emu

@@ -137,8 +137,23 @@ extern "C" void run_panel(const float* S, float* H, float* tau, float* vt, float
 """
 
 
+_ROWS_DRIVER = r"""
+extern "C" void run_cross(const float* A, const float* B, float* out, int batch, int p, int q, int len, long long sa,
+                          long long sb, long long so, long long a_row, long long a_pos, long long b_row,
+                          long long b_pos, int ldo) {
+    const dim3 grid{(unsigned)((len + 63) / 64), (unsigned)batch, (unsigned)((q + 63) / 64)};
+    emu::launch_serial(grid, 256, 0, [&] { cross_kernel(A, B, out, p, q, len, sa, sb, so, a_row, a_pos, b_row, b_pos, ldo); });
+}
+extern "C" void run_apply_rows(const float* S, float* C, const float* VT, const float* W, int batch, int m, int ncols,
+                               int p, long long sc, long long sv, long long sw, int ldc, int vrow, int ldw) {
+    const dim3 grid{(unsigned)((m + 63) / 64), (unsigned)batch, (unsigned)((ncols + 63) / 64)};
+    emu::launch_serial(grid, 256, 0, [&] { apply_rows_kernel(S, C, VT, W, m, ncols, p, sc, sv, sw, ldc, vrow, ldw); });
+}
+"""
+
+
 @pytest.fixture(scope="module")
-def five_launches(tmp_path_factory):
+def five_library(tmp_path_factory):
     """cuda_blocked's five launches of a Cholesky QR leaf built for the host: their static shared arrays
     made static (QR_EMULATE_STATIC_SHARED), their blocks run one at a time.  The Householder panel
     kernel's dynamic shared array (not run here) is declared as a plain pointer."""
@@ -150,10 +165,17 @@ def five_launches(tmp_path_factory):
     assert device.count("extern __shared__ float smem[];") == 1
     device = device.replace("extern __shared__ float smem[];", "float* smem = nullptr;")
     lib = _build(folder / "five", "#define QR_HOST_EMULATION\n#define QR_EMULATE_STATIC_SHARED\n"
-                 '#include "host_emulation.h"\n' + device + _PANEL_DRIVER)
+                 '#include "host_emulation.h"\n' + device + _PANEL_DRIVER + _ROWS_DRIVER)
     pointer, i32, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
     lib.run_panel.argtypes = [pointer] * 5 + [i32] * 4 + [i64, i64, i32] + [pointer] * 3 + [i32, ctypes.c_double, i32, i32, i32]
-    return lib.run_panel
+    lib.run_cross.argtypes = [pointer] * 3 + [i32] * 4 + [i64] * 7 + [i32]
+    lib.run_apply_rows.argtypes = [pointer] * 4 + [i32] * 4 + [i64] * 3 + [i32] * 3
+    return lib
+
+
+@pytest.fixture(scope="module")
+def five_launches(five_library):
+    return five_library.run_panel
 
 
 @pytest.fixture
@@ -312,6 +334,39 @@ def test_folded_one_pass_leaf_gives_the_same_bits(five_launches, sweep, nb):
     assert (flags1 == 3).any(), "no matrix took one pass: the fold was not exercised"
     for name, x, y in zip(("H", "tau", "VT", "T"), plain, folded):
         assert torch.equal(x, y), name
+
+
+@pytest.mark.parametrize("width, cols", [(48, 150), (64, 32), (20, 70)])
+def test_split_narrow_update_kernels_match_float64(five_library, width, cols):
+    """The split narrow update's two kernels on the factorisation's windows (C a few columns of H below
+    row k, Vᵀ rows n apart, partial row and column tiles): the cross product W = VᵀC and V·Vᵀ-style
+    merges against float64, then C -= V W in place, which writes C's window and nothing else."""
+    gen = torch.Generator().manual_seed(width + cols)
+    batch, n, k = 2, 300, 37
+    m = n - k
+    h = torch.randn((batch, n, n), generator=gen)
+    vt = torch.randn((batch, 64, n), generator=gen)[:, :width, :m]
+    c = h[:, k:, k + width:k + width + cols]
+    out = torch.zeros((batch, width, cols))
+    five_library.run_cross(vt.data_ptr(), c.data_ptr(), out.data_ptr(), batch, width, cols, m, vt.stride(0),
+                           c.stride(0), out.stride(0), vt.stride(1), vt.stride(2), c.stride(2), c.stride(1),
+                           out.stride(1))
+    torch.testing.assert_close(out.double(), vt.double() @ c.double(), rtol=1e-5, atol=1e-3)
+    q = min(40, width)
+    merged = torch.zeros((batch, width, q))
+    five_library.run_cross(vt.data_ptr(), vt.data_ptr(), merged.data_ptr(), batch, width, q, m, vt.stride(0),
+                           vt.stride(0), merged.stride(0), vt.stride(1), vt.stride(2), vt.stride(1), vt.stride(2),
+                           merged.stride(1))
+    torch.testing.assert_close(merged.double(), vt.double() @ vt[:, :q].double().transpose(1, 2), rtol=1e-5, atol=1e-3)
+    w = torch.randn((batch, width, cols), generator=gen)
+    before = h.clone()
+    five_library.run_apply_rows(c.data_ptr(), c.data_ptr(), vt.data_ptr(), w.data_ptr(), batch, m, cols, width,
+                                c.stride(0), vt.stride(0), w.stride(0), c.stride(1), vt.stride(1), w.stride(1))
+    want = before[:, k:, k + width:k + width + cols].double() - vt.double().transpose(1, 2) @ w.double()
+    torch.testing.assert_close(c.double(), want, rtol=1e-5, atol=1e-3)
+    outside = torch.ones_like(h, dtype=torch.bool)
+    outside[:, k:, k + width:k + width + cols] = False
+    assert torch.equal(h[outside], before[outside]), "apply_rows wrote outside its window"
 
 
 def test_fused_leaves_in_a_row_share_their_workspaces(leaf):

@@ -818,13 +818,15 @@ __global__ void __launch_bounds__(256) cholqr_gram_kernel(const float* S, int n,
     __shared__ double mm[QB][QL];
     const int m = n - k;
     const float* src = S + (size_t)b * n * n + (size_t)k * n + k;
-    for (int e = tid; e < GROWS * QB; e += 256) {
-        const int r = e / QB, q = e % QB;
+#pragma unroll
+    for (int it = 0; it < GROWS * QB / 256; ++it) {  // a fixed trip count: every load in flight at once
+        const int e = tid + 256 * it, r = e / QB, q = e % QB;
         x[r][q] = (r0 + r < m && q < w) ? (double)src[(size_t)(r0 + r) * n + q] : 0.0;
     }
     if (M != nullptr) {
         const double* mb = M + (size_t)b * mstride;
-        for (int e = tid; e < QB * QB; e += 256) mm[e / QB][e % QB] = mb[e];
+#pragma unroll
+        for (int it = 0; it < QB * QB / 256; ++it) mm[(tid + 256 * it) / QB][(tid + 256 * it) % QB] = mb[tid + 256 * it];
         __syncthreads();
         constexpr int PER = GROWS * QB / 256;
         double y[PER];
@@ -1668,9 +1670,11 @@ __global__ void __launch_bounds__(256) cholqr_rows_kernel(const float* S, float*
     const size_t mat = (size_t)b * n * n;
     const float* src = S + mat + (size_t)k * n + k;
     const double* nsrc = small + (size_t)b * 4 * QB * QB + 2 * QB * QB;
-    for (int e = tid; e < QB * QB; e += 256) nn[e / QB][e % QB] = nsrc[e];
-    for (int e = tid; e < GROWS * QB; e += 256) {
-        const int r = e / QB, q = e % QB, row = r0 + r;
+#pragma unroll
+    for (int it = 0; it < QB * QB / 256; ++it) nn[(tid + 256 * it) / QB][(tid + 256 * it) % QB] = nsrc[tid + 256 * it];
+#pragma unroll
+    for (int it = 0; it < GROWS * QB / 256; ++it) {  // a fixed trip count: every load in flight at once
+        const int e = tid + 256 * it, r = e / QB, q = e % QB, row = r0 + r;
         x[r][q] = (row >= w && row < m && q < w) ? (double)src[(size_t)row * n + q] : 0.0;
     }
     __syncthreads();
@@ -1716,7 +1720,11 @@ __global__ void __launch_bounds__(256) cross_kernel(const float* A, const float*
     const float* ab = A + (size_t)b * sa;
     const float* bbase = B + (size_t)b * sb + (size_t)q0 * b_row;
     const int qn = min(64, q - q0);
-    for (int e = tid; e < 64 * 64; e += 256) {
+    // A fixed trip count, unrolled: all of a thread's loads are in flight before its first store to
+    // shared memory (a loop over e = tid, tid + 256, ... waited for each load in turn).
+#pragma unroll
+    for (int it = 0; it < 16; ++it) {
+        const int e = tid + 256 * it;
         // consecutive threads take consecutive addresses: along the position where it is contiguous
         const int r = a_pos == 1 ? e / 64 : e % 64, c = a_pos == 1 ? e % 64 : e / 64;
         a[r][c] = (r < p && c0 + c < len) ? ab[r * a_row + (c0 + c) * a_pos] : 0.f;
@@ -1749,7 +1757,10 @@ __global__ void __launch_bounds__(256) cross_kernel(const float* A, const float*
 // C[b] = S[b] - V W over one chunk of 64 rows and 64 columns (grid.z): V given as Vᵀ (p x m, rows
 // vrow apart, p <= 64), W p x ncols (rows ldw apart), C and S m x ncols with rows ldc apart (S is C,
 // or the input laid out as C).  Exact FP32 on the CUDA cores: a narrow update's last product, where
-// cuBLAS took 23 µs a call on a few blocks.
+// cuBLAS took 23 µs a call on a few blocks.  Each thread holds a 4x4 tile of C (rows ti + 16 u,
+// columns tj + 16 v): its 16 loads of S are issued together and its 16 sums are independent chains,
+// where an element at a time put a load's latency and a p-long FMA chain in series 16 times a thread.
+// Each element is still S minus its products in order of q, so the result is the same bits.
 __global__ void __launch_bounds__(256) apply_rows_kernel(const float* S, float* C, const float* VT, const float* W,
                                                          int m, int ncols, int p, long long sc, long long sv,
                                                          long long sw, int ldc, int vrow, int ldw) {
@@ -1757,20 +1768,40 @@ __global__ void __launch_bounds__(256) apply_rows_kernel(const float* S, float* 
     __shared__ float v[64][65], w[64][65];
     const float* vb = VT + (size_t)b * sv;
     const float* wb = W + (size_t)b * sw;
-    for (int e = tid; e < 64 * 64; e += 256) {
-        const int q = e / 64, x = e % 64;
+#pragma unroll
+    for (int it = 0; it < 16; ++it) {
+        const int e = tid + 256 * it, q = e / 64, x = e % 64;
         v[q][x] = (q < p && r0 + x < m) ? vb[(size_t)q * vrow + r0 + x] : 0.f;      // v[q][row]
         w[q][x] = (q < p && j0 + x < ncols) ? wb[(size_t)q * ldw + j0 + x] : 0.f;   // w[q][column]
     }
-    __syncthreads();
+    const int ti = tid >> 4, tj = tid & 15;
     const size_t base = (size_t)b * sc;
-    for (int e = tid; e < 64 * 64; e += 256) {
-        const int r = e / 64, j = e % 64, row = r0 + r, col = j0 + j;
-        if (row >= m || col >= ncols) continue;
-        float x = S[base + (size_t)row * ldc + col];
-        for (int q = 0; q < p; ++q) x = fmaf(-v[q][r], w[q][j], x);
-        C[base + (size_t)row * ldc + col] = x;
+    float acc[4][4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            const int row = r0 + ti + 16 * u, col = j0 + tj + 16 * c;
+            acc[u][c] = (row < m && col < ncols) ? S[base + (size_t)row * ldc + col] : 0.f;
+        }
+    __syncthreads();
+#pragma unroll 4
+    for (int q = 0; q < p; ++q) {
+        float vq[4], wq[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) { vq[u] = v[q][ti + 16 * u]; wq[u] = w[q][tj + 16 * u]; }
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) acc[u][c] = fmaf(-vq[u], wq[c], acc[u][c]);
     }
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            const int row = r0 + ti + 16 * u, col = j0 + tj + 16 * c;
+            if (row < m && col < ncols) C[base + (size_t)row * ldc + col] = acc[u][c];
+        }
 }
 
 // ---- The fused leaf: the whole Cholesky QR twice of a panel in one launch ----
