@@ -144,10 +144,14 @@ extern "C" void run_cross(const float* A, const float* B, float* out, int batch,
     const dim3 grid{(unsigned)((len + 63) / 64), (unsigned)batch, (unsigned)((q + 63) / 64)};
     emu::launch_serial(grid, 256, 0, [&] { cross_kernel(A, B, out, p, q, len, sa, sb, so, a_row, a_pos, b_row, b_pos, ldo); });
 }
-extern "C" void run_apply_rows(const float* S, float* C, const float* VT, const float* W, int batch, int m, int ncols,
-                               int p, long long sc, long long sv, long long sw, int ldc, int vrow, int ldw) {
+extern "C" void run_apply_rows(const float* S, float* C, const float* VT, const float* W, const float* T, int batch,
+                               int m, int ncols, int p, long long sc, long long sv, long long sw, long long st, int ldc,
+                               int vrow, int ldw, int ldt) {
     const dim3 grid{(unsigned)((m + 63) / 64), (unsigned)batch, (unsigned)((ncols + 63) / 64)};
-    emu::launch_serial(grid, 256, 0, [&] { apply_rows_kernel(S, C, VT, W, m, ncols, p, sc, sv, sw, ldc, vrow, ldw); });
+    emu::launch_serial(grid, 256, 0, [&] {
+        if (T) apply_rows_kernel<true>(S, C, VT, W, T, m, ncols, p, sc, sv, sw, st, ldc, vrow, ldw, ldt);
+        else apply_rows_kernel<false>(S, C, VT, W, T, m, ncols, p, sc, sv, sw, st, ldc, vrow, ldw, ldt);
+    });
 }
 """
 
@@ -169,7 +173,7 @@ def five_library(tmp_path_factory):
     pointer, i32, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
     lib.run_panel.argtypes = [pointer] * 5 + [i32] * 4 + [i64, i64, i32] + [pointer] * 3 + [i32, ctypes.c_double, i32, i32, i32]
     lib.run_cross.argtypes = [pointer] * 3 + [i32] * 4 + [i64] * 7 + [i32]
-    lib.run_apply_rows.argtypes = [pointer] * 4 + [i32] * 4 + [i64] * 3 + [i32] * 3
+    lib.run_apply_rows.argtypes = [pointer] * 5 + [i32] * 4 + [i64] * 4 + [i32] * 3
     return lib
 
 
@@ -340,7 +344,8 @@ def test_folded_one_pass_leaf_gives_the_same_bits(five_launches, sweep, nb):
 def test_split_narrow_update_kernels_match_float64(five_library, width, cols):
     """The split narrow update's two kernels on the factorisation's windows (C a few columns of H below
     row k, Vᵀ rows n apart, partial row and column tiles): the cross product W = VᵀC and V·Vᵀ-style
-    merges against float64, then C -= V W in place, which writes C's window and nothing else."""
+    merges against float64, then C -= V W in place, and C -= V Tᵀ W with T a window (each block forming
+    its columns of Tᵀ W), each writing C's window and nothing else."""
     gen = torch.Generator().manual_seed(width + cols)
     batch, n, k = 2, 300, 37
     m = n - k
@@ -359,14 +364,18 @@ def test_split_narrow_update_kernels_match_float64(five_library, width, cols):
                            merged.stride(1))
     torch.testing.assert_close(merged.double(), vt.double() @ vt[:, :q].double().transpose(1, 2), rtol=1e-5, atol=1e-3)
     w = torch.randn((batch, width, cols), generator=gen)
-    before = h.clone()
-    five_library.run_apply_rows(c.data_ptr(), c.data_ptr(), vt.data_ptr(), w.data_ptr(), batch, m, cols, width,
-                                c.stride(0), vt.stride(0), w.stride(0), c.stride(1), vt.stride(1), w.stride(1))
-    want = before[:, k:, k + width:k + width + cols].double() - vt.double().transpose(1, 2) @ w.double()
-    torch.testing.assert_close(c.double(), want, rtol=1e-5, atol=1e-3)
-    outside = torch.ones_like(h, dtype=torch.bool)
-    outside[:, k:, k + width:k + width + cols] = False
-    assert torch.equal(h[outside], before[outside]), "apply_rows wrote outside its window"
+    t = torch.triu(torch.randn((batch, 64, 64), generator=gen))[:, :width, :width] / 8  # a window, as T's are
+    for with_t in (False, True):
+        before = h.clone()
+        five_library.run_apply_rows(c.data_ptr(), c.data_ptr(), vt.data_ptr(), w.data_ptr(),
+                                    t.data_ptr() if with_t else None, batch, m, cols, width, c.stride(0), vt.stride(0),
+                                    w.stride(0), t.stride(0), c.stride(1), vt.stride(1), w.stride(1), t.stride(1))
+        product = t.double().transpose(1, 2) @ w.double() if with_t else w.double()
+        want = before[:, k:, k + width:k + width + cols].double() - vt.double().transpose(1, 2) @ product
+        torch.testing.assert_close(c.double(), want, rtol=1e-5, atol=1e-3, msg=lambda text: f"with_t={with_t}: {text}")
+        outside = torch.ones_like(h, dtype=torch.bool)
+        outside[:, k:, k + width:k + width + cols] = False
+        assert torch.equal(h[outside], before[outside]), "apply_rows wrote outside its window"
 
 
 def test_fused_leaves_in_a_row_share_their_workspaces(leaf):

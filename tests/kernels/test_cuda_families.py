@@ -175,7 +175,7 @@ def test_blocked_cholqr_kernels_compile_for_sm90_without_spills(tmp_path):
     forms = {"cholqr_first_kernel": ("false, 1, 0, false", "true, 1, 0, false", "true, 4, 0, false", "true, 8, 0, false",
                                      "true, 1, 4, false", "true, 1, 8, false", "true, 1, 0, true", "true, 1, 4, true",
                                      "true, 1, 8, true"),
-             "cholqr_second_kernel": ("false, 1", "true, 1", "true, 4", "true, 8")}
+             "cholqr_second_kernel": ("false, 1", "true, 1", "true, 4", "true, 8"), "apply_rows_kernel": ("false", "true")}
     passes = [f"{k}<{form}>" for k, kernel_forms in forms.items() for form in kernel_forms]
     entries = _ptxas_entries(module, passes, tmp_path / "cholqr.cu")
     names = ("cholqr_gram_kernel", "cholqr_first_kernel", "cholqr_second_kernel", "cholqr_rows_kernel", "cross_kernel",
@@ -437,10 +437,13 @@ class ReferencePanel:
         assert A.shape[1] <= 64 and A.shape[0] == B.shape[0] == out.shape[0] and A.shape[2] == B.shape[2]
         out += A @ B.transpose(1, 2)
 
-    def apply_rows(self, S, C, vt, W) -> None:
-        """C = S - V W with V given as Vᵀ (at most 64 rows)."""
+    def apply_rows(self, S, C, vt, W, t) -> None:
+        """C = S - V W with V given as Vᵀ (at most 64 rows); C = S - V Tᵀ W where t is not empty."""
         self.apply_rows_calls += 1
         assert S.shape == C.shape and S.stride() == C.stride() and vt.shape[1] <= 64 and vt.shape[2] == C.shape[1]
+        if t.numel():
+            assert t.shape == (vt.shape[0], vt.shape[1], vt.shape[1]) and t.stride(2) == 1
+            W = t.transpose(1, 2) @ W
         C.copy_(S - vt.transpose(1, 2) @ W)
 
     def _factor_panel(self, S, H, tau, vt, t, k, w) -> None:
@@ -1095,8 +1098,13 @@ def test_split_products_match_torch_on_gpu(tmp_path):
     torch.testing.assert_close(cross.double(), vt.double() @ vt[:, :40].double().transpose(1, 2), rtol=1e-5, atol=1e-3)
     w = torch.randn((batch, width, cols), device="cuda", generator=gen)
     before = h.clone()
-    ext.apply_rows(c, c, vt, w)
+    ext.apply_rows(c, c, vt, w, torch.empty((0,), device="cuda"))
     want_c = before[:, k:, k + width:k + width + cols].double() - vt.double().transpose(1, 2) @ w.double()
+    torch.testing.assert_close(c.double(), want_c, rtol=1e-5, atol=1e-3)
+    t = torch.triu(torch.randn((batch, 64, 64), device="cuda", generator=gen))[:, :width, :width] / 8
+    again = c.clone()
+    ext.apply_rows(c, c, vt, w, t)
+    want_c = again.double() - vt.double().transpose(1, 2) @ (t.double().transpose(1, 2) @ w.double())
     torch.testing.assert_close(c.double(), want_c, rtol=1e-5, atol=1e-3)
     outside = torch.ones_like(h, dtype=torch.bool)
     outside[:, k:, k + width:k + width + cols] = False

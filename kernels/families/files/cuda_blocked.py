@@ -185,6 +185,7 @@ PARAMS = {
     'narrow_gt1024': 'split',
     'narrow_cols_gt1024': 256,
     'narrow_fused': False,
+    'narrow_fold_t': False,
     'merge_fused': False,
     'skip_zero_columns': False,
     'lookahead_le512': False,
@@ -312,6 +313,10 @@ SPACE = {
     # The split narrow update in one launch (each block owns 64 rows, adds its part of VᵀC, meets its
     # matrix's other blocks and applies V·(TᵀW) to its rows) or in four; on the main stream only.
     "narrow_fused": [False, True],
+    # The split narrow update's middle product Tᵀ(VᵀC) formed by each block of its last kernel for its
+    # own columns (T and W read from L2, 64 x 64 x 64 more FMAs a block) instead of by a cuBLAS
+    # launch between the two: one launch fewer on a tall matrix's chain a narrow update.
+    "narrow_fold_t": [False, True],
     # A block merge's T12 = -T1·(V1ᵀV2)·T2 in one launch (the last block to add its rows' part of
     # V1ᵀV2 computes T12) or in four, where the split product would take it (cross_min_rows).
     "merge_fused": [False, True],
@@ -1760,21 +1765,50 @@ __global__ void __launch_bounds__(256) cross_kernel(const float* A, const float*
 // cuBLAS took 23 µs a call on a few blocks.  Each thread holds a 4x4 tile of C (rows ti + 16 u,
 // columns tj + 16 v): its 16 loads of S are issued together and its 16 sums are independent chains,
 // where an element at a time put a load's latency and a p-long FMA chain in series 16 times a thread.
-// Each element is still S minus its products in order of q, so the result is the same bits.
+// Each element is still S minus its products in order of q.  WITH_T: W is VᵀS itself and the block
+// first forms its columns of Tᵀ W (T p x p, rows ldt apart), instead of a product launched between.
+template <bool WITH_T>
 __global__ void __launch_bounds__(256) apply_rows_kernel(const float* S, float* C, const float* VT, const float* W,
-                                                         int m, int ncols, int p, long long sc, long long sv,
-                                                         long long sw, int ldc, int vrow, int ldw) {
+                                                         const float* T, int m, int ncols, int p, long long sc,
+                                                         long long sv, long long sw, long long st, int ldc, int vrow,
+                                                         int ldw, int ldt) {
     const int b = blockIdx.y, r0 = blockIdx.x * 64, j0 = blockIdx.z * 64, tid = threadIdx.x;
+    const int ti = tid >> 4, tj = tid & 15;
     __shared__ float v[64][65], w[64][65];
     const float* vb = VT + (size_t)b * sv;
     const float* wb = W + (size_t)b * sw;
+    if constexpr (WITH_T) {  // T in v's place first: v[r][q] = T[r][q]
+        const float* tb = T + (size_t)b * st;
+#pragma unroll
+        for (int it = 0; it < 16; ++it) {
+            const int e = tid + 256 * it, q = e / 64, x = e % 64;
+            v[q][x] = (q < p && x < p) ? tb[(size_t)q * ldt + x] : 0.f;
+            w[q][x] = (q < p && j0 + x < ncols) ? wb[(size_t)q * ldw + j0 + x] : 0.f;
+        }
+        __syncthreads();
+        float y[4][4] = {};  // (Tᵀ W)[ti + 16 u][tj + 16 c]
+#pragma unroll 4
+        for (int r = 0; r < p; ++r) {
+            float tr[4], wr[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) { tr[u] = v[r][ti + 16 * u]; wr[u] = w[r][tj + 16 * u]; }
+#pragma unroll
+            for (int u = 0; u < 4; ++u)
+#pragma unroll
+                for (int c = 0; c < 4; ++c) y[u][c] = fmaf(tr[u], wr[c], y[u][c]);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) w[ti + 16 * u][tj + 16 * c] = y[u][c];
+    }
 #pragma unroll
     for (int it = 0; it < 16; ++it) {
         const int e = tid + 256 * it, q = e / 64, x = e % 64;
         v[q][x] = (q < p && r0 + x < m) ? vb[(size_t)q * vrow + r0 + x] : 0.f;      // v[q][row]
-        w[q][x] = (q < p && j0 + x < ncols) ? wb[(size_t)q * ldw + j0 + x] : 0.f;   // w[q][column]
+        if constexpr (!WITH_T) w[q][x] = (q < p && j0 + x < ncols) ? wb[(size_t)q * ldw + j0 + x] : 0.f;
     }
-    const int ti = tid >> 4, tj = tid & 15;
     const size_t base = (size_t)b * sc;
     float acc[4][4];
 #pragma unroll
@@ -2597,8 +2631,9 @@ void cross(at::Tensor A, at::Tensor B, at::Tensor out) {
 }
 
 // C = S - V W with V given as vt (batch x p x m, unit column stride, p <= 64), W batch x p x ncols
-// and C, S batch x m x ncols (unit column stride, the same strides).
-void apply_rows(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor W) {
+// and C, S batch x m x ncols (unit column stride, the same strides); with t not empty (batch x p x p,
+// unit column stride), C = S - V Tᵀ W.
+void apply_rows(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor W, at::Tensor t) {
     TORCH_CHECK(S.is_cuda() && C.is_cuda() && vt.is_cuda() && W.is_cuda() && C.scalar_type() == at::kFloat &&
                 S.scalar_type() == at::kFloat && vt.scalar_type() == at::kFloat && W.scalar_type() == at::kFloat,
                 "apply_rows: float32 CUDA tensors");
@@ -2606,14 +2641,20 @@ void apply_rows(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor W) {
                 vt.stride(2) == 1 && W.stride(2) == 1 && vt.size(1) == W.size(1) && vt.size(2) == C.size(1) &&
                 W.size(2) == C.size(2) && vt.size(1) <= 64 && vt.size(0) == C.size(0) && W.size(0) == C.size(0),
                 "apply_rows: shapes or strides do not fit");
+    const bool with_t = t.defined() && t.numel() > 0;
+    TORCH_CHECK(!with_t || (t.is_cuda() && t.scalar_type() == at::kFloat && t.dim() == 3 && t.stride(2) == 1 &&
+                            t.size(0) == C.size(0) && t.size(1) == vt.size(1) && t.size(2) == vt.size(1)),
+                "apply_rows: t must be a float32 CUDA batch x p x p window with unit column stride");
     const long long batch = C.size(0), m = C.size(1), ncols = C.size(2);
     if (batch == 0 || m == 0 || ncols == 0) return;
     const c10::cuda::CUDAGuard guard(C.device());
     const dim3 grid((unsigned)((m + 63) / 64), (unsigned)batch, (unsigned)((ncols + 63) / 64));
-    apply_rows_kernel<<<grid, 256, 0, at::cuda::getCurrentCUDAStream()>>>(
-        S.data_ptr<float>(), C.data_ptr<float>(), vt.data_ptr<float>(), W.data_ptr<float>(), (int)m, (int)ncols,
-        (int)vt.size(1), (long long)C.stride(0), (long long)vt.stride(0), (long long)W.stride(0), (int)C.stride(1),
-        (int)vt.stride(1), (int)W.stride(1));
+    auto kernel = with_t ? apply_rows_kernel<true> : apply_rows_kernel<false>;
+    kernel<<<grid, 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+        S.data_ptr<float>(), C.data_ptr<float>(), vt.data_ptr<float>(), W.data_ptr<float>(),
+        with_t ? t.data_ptr<float>() : nullptr, (int)m, (int)ncols, (int)vt.size(1), (long long)C.stride(0),
+        (long long)vt.stride(0), (long long)W.stride(0), with_t ? (long long)t.stride(0) : 0LL, (int)C.stride(1),
+        (int)vt.stride(1), (int)W.stride(1), with_t ? (int)t.stride(1) : 0);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -2762,13 +2803,14 @@ _CPP_SOURCE = ("void panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tenso
                "void live_columns(at::Tensor A, at::Tensor live);\n"
                "void tail_columns(at::Tensor A, at::Tensor kept, double rel);\n"
                "void clear_tail(at::Tensor H, at::Tensor tau, int64_t cut, at::Tensor kept);\n"
-               "void apply_rows(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor W);")
+               "void apply_rows(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor W, at::Tensor t);")
 
 _EXTENSIONS = {}
 _GRAPHS = {}
 _INVERSE_MODES = {"solve": 0, "sweep": 1, "warp": 2, "blocked": 3}  # cholqr_panel's inverse argument
 _TAIL_REL = {"zero": 0.0, "negligible": 8 * 2.0 ** -23}  # tail_columns' rel per PARAMS tail_*
 _NO_KEPT = torch.empty((0,), dtype=torch.int32)  # panel's kept argument where every column is factored
+_NO_T = torch.empty((0,))  # apply_rows' t where W is the product to apply already
 
 
 def _extension(device: torch.device):
@@ -2871,7 +2913,10 @@ def _apply(c: torch.Tensor, v_t: torch.Tensor, t: torch.Tensor, src: torch.Tenso
                 return
             w = torch.zeros((c.shape[0], width, c.shape[2]), dtype=c.dtype, device=c.device)
             ext.cross(v_t, source.transpose(1, 2), w)
-            ext.apply_rows(source, c, v_t, torch.bmm(t.transpose(1, 2), w))
+            if PARAMS["narrow_fold_t"]:
+                ext.apply_rows(source, c, v_t, w, t)
+            else:
+                ext.apply_rows(source, c, v_t, torch.bmm(t.transpose(1, 2), w), _NO_T)
             return
         if mode == "split":
             mode = "fp32"
