@@ -1712,6 +1712,27 @@ __global__ void __launch_bounds__(256) cholqr_rows_kernel(const float* S, float*
     }
 }
 
+// acc[u][x] += Σ_k A(ti + 16u, k)·B(k, tj + 16x) over k < kn (at most 64), k in order, (ti, tj) = this
+// thread of 256 as 16x16: a 4x4 register tile a thread of a 64x64 product, the operands read through
+// the accessors.
+template <class FA, class FB>
+__device__ __forceinline__ void product_4x4(float (&acc)[4][4], FA a_at, FB b_at, int kn = 64) {
+    const int ti = threadIdx.x >> 4, tj = threadIdx.x & 15;
+#pragma unroll 4
+    for (int k = 0; k < kn; ++k) {
+        float a[4], b[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            a[u] = a_at(ti + 16 * u, k);
+            b[u] = b_at(k, tj + 16 * u);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+#pragma unroll
+            for (int x = 0; x < 4; ++x) acc[u][x] = fmaf(a[u], b[x], acc[u][x]);
+    }
+}
+
 // out[b] += A[b] B[b]ᵀ over one chunk of 64 positions of the long dimension: A is p x len, B q x len
 // (element (r, c) at r * row + c * pos, either stride 1), p <= 64 and q <= 64 a block (grid.z steps
 // q in tiles of 64).  A block merge's V1ᵀV2 (Vᵀ rows) and a narrow update's VᵀC (C's columns as B's
@@ -1739,16 +1760,7 @@ __global__ void __launch_bounds__(256) cross_kernel(const float* A, const float*
     __syncthreads();
     const int ti = tid >> 4, tj = tid & 15;  // a 4x4 tile: rows ti + 16 u, columns tj + 16 v
     float acc[4][4] = {};
-#pragma unroll 4
-    for (int c = 0; c < 64; ++c) {
-        float av[4], bv[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) { av[u] = a[ti + 16 * u][c]; bv[u] = bb[tj + 16 * u][c]; }
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-#pragma unroll
-            for (int v = 0; v < 4; ++v) acc[u][v] = fmaf(av[u], bv[v], acc[u][v]);
-    }
+    product_4x4(acc, [&](int i, int c) { return a[i][c]; }, [&](int c, int j) { return bb[j][c]; });
     float* ob = out + (size_t)b * so + q0;
 #pragma unroll
     for (int u = 0; u < 4; ++u)
@@ -1787,16 +1799,7 @@ __global__ void __launch_bounds__(256) apply_rows_kernel(const float* S, float* 
         }
         __syncthreads();
         float y[4][4] = {};  // (Tᵀ W)[ti + 16 u][tj + 16 c]
-#pragma unroll 4
-        for (int r = 0; r < p; ++r) {
-            float tr[4], wr[4];
-#pragma unroll
-            for (int u = 0; u < 4; ++u) { tr[u] = v[r][ti + 16 * u]; wr[u] = w[r][tj + 16 * u]; }
-#pragma unroll
-            for (int u = 0; u < 4; ++u)
-#pragma unroll
-                for (int c = 0; c < 4; ++c) y[u][c] = fmaf(tr[u], wr[c], y[u][c]);
-        }
+        product_4x4(y, [&](int i, int r) { return v[r][i]; }, [&](int r, int c) { return w[r][c]; }, p);
         __syncthreads();
 #pragma unroll
         for (int u = 0; u < 4; ++u)
@@ -1819,16 +1822,7 @@ __global__ void __launch_bounds__(256) apply_rows_kernel(const float* S, float* 
             acc[u][c] = (row < m && col < ncols) ? S[base + (size_t)row * ldc + col] : 0.f;
         }
     __syncthreads();
-#pragma unroll 4
-    for (int q = 0; q < p; ++q) {
-        float vq[4], wq[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) { vq[u] = v[q][ti + 16 * u]; wq[u] = w[q][tj + 16 * u]; }
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) acc[u][c] = fmaf(-vq[u], wq[c], acc[u][c]);
-    }
+    product_4x4(acc, [&](int i, int q) { return -v[q][i]; }, [&](int q, int c) { return w[q][c]; }, p);
 #pragma unroll
     for (int u = 0; u < 4; ++u)
 #pragma unroll
@@ -2090,26 +2084,6 @@ __global__ void __launch_bounds__(LEAF_THREADS, 2) cholqr_leaf_kernel(const floa
 // FP32 on the CUDA cores.  Tickets, the resident check and the trap as in the fused leaf.
 constexpr int NARROW_THREADS = 256;
 constexpr int NARROW_LD = 65;  // odd row stride of the 64x64 float tiles
-
-// acc[u][x] += Σ_k A(ti + 16u, k)·B(k, tj + 16x) over k < 64, (ti, tj) = this thread of 256 as 16x16:
-// a 4x4 register tile a thread of a 64x64 product, the operands read through the accessors.
-template <class FA, class FB>
-__device__ __forceinline__ void product_4x4(float (&acc)[4][4], FA a_at, FB b_at) {
-    const int ti = threadIdx.x >> 4, tj = threadIdx.x & 15;
-#pragma unroll 4
-    for (int k = 0; k < 64; ++k) {
-        float a[4], b[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-            a[u] = a_at(ti + 16 * u, k);
-            b[u] = b_at(k, tj + 16 * u);
-        }
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-#pragma unroll
-            for (int x = 0; x < 4; ++x) acc[u][x] = fmaf(a[u], b[x], acc[u][x]);
-    }
-}
 
 __host__ __device__ constexpr size_t narrow_smem_bytes() {
     return (size_t)4 * 64 * NARROW_LD * sizeof(float) + 2 * sizeof(int);
