@@ -3,8 +3,10 @@
 # $OUT/setup.txt, precompile_plan PLAN, which builds the CUDA C++ families and compiles
 # every variant of a plan of lab/bench_families.py in 12 processes (one variant each,
 # batch-1 inputs) into $OUT/precompile.log, adopt_blocked OVERRIDES WHY-NOT, which writes cuda_blocked's
-# PARAMS with OVERRIDES over the device's copy (kept in $OUT; nothing where OVERRIDES is empty), and
-# verify_blocked, qrv2-tests of that copy into $OUT/verify_cb.txt.
+# PARAMS with OVERRIDES over the device's copy (kept in $OUT; nothing where OVERRIDES is empty),
+# verify_blocked, qrv2-tests of that copy into $OUT/verify_cb.txt, and build_extensions FILE...,
+# which builds each family file's CUDA extension in a process of its own, all at once, so that
+# nothing timed afterwards shares the machine with nvcc ($OUT/build_N.txt).
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 bash .devbundle/setup.sh > /dev/null && export PYTHONPATH=/tmp/site:$PWD:${PYTHONPATH:-}
@@ -41,4 +43,21 @@ adopt_blocked() {
 verify_blocked() {
   timeout 240 python3 -m search verify kernels/families/files/cuda_blocked.py --suite qrv2-tests > "$OUT/verify_cb.txt" 2>&1
   stamp "verify cuda_blocked on qrv2-tests: exit $? ($(grep -o '[0-9]*/[0-9]* cases passed' "$OUT/verify_cb.txt"))"
+}
+
+build_extensions() {
+  local i=0 f
+  for f in "$@"; do
+    python3 - "$f" > "$OUT/build_$i.txt" 2>&1 <<'PY' &
+import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("family_build", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+module._extension(torch.device("cuda"))
+print("built", sys.argv[1])
+PY
+    i=$((i + 1))
+  done
+  wait
+  stamp "built: $(cat "$OUT"/build_*.txt | grep -c '^built') of $#"; grep -h -i error "$OUT"/build_*.txt | head -5
 }

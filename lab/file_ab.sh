@@ -12,13 +12,7 @@ before=$1 specs=$2
 shift 2
 shapes=()
 for s in "$@"; do shapes+=(--shape "$s"); done
-build='import importlib.util, sys, torch
-spec = importlib.util.spec_from_file_location("cb_build", sys.argv[1]); m = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(m); m._extension(torch.device("cuda")); print("built", sys.argv[1])'
-python3 -c "$build" kernels/families/files/cuda_blocked.py > "$OUT/build_after.txt" 2>&1 &
-python3 -c "$build" "$before" > "$OUT/build_before.txt" 2>&1 &
-wait
-stamp "built: $(cat "$OUT"/build_*.txt | grep -c '^built') of 2"; grep -h -i error "$OUT"/build_*.txt | head -5
+build_extensions kernels/families/files/cuda_blocked.py "$before"
 for round in 1 2; do
   timeout 100 python3 lab/blocked_probe.py --file "$before" "${shapes[@]}" --rounds 3 --calls 5 --variant 'before:' \
     > "$OUT/probe_before_$round.txt" 2>&1

@@ -7,9 +7,9 @@
 #    timed, so no timing shares the machine with nvcc;
 # 1. with BEFORE, that file's defaults at 2x4096 and 8x2048 in a process of their own (an earlier
 #    commit of the file against this one: a change of the default path, across processes);
-# 2. lab/blocked_probe.py at 2x4096 and 8x2048: the defaults (the element sweeps on 1024 threads, one
-#    pass) against the blocked first pass (cholqr_inverse = "blocked", diagonal blocks of 8) and the
-#    one-pass reconstruction folded into the first pass's launch (cholqr_fold) with either first pass,
+# 2. lab/blocked_probe.py at 2x4096 and 8x2048: the defaults ("base") against the element sweeps on
+#    1024 threads and the blocked first pass (cholqr_inverse = "blocked", diagonal blocks of 8), each
+#    with and without the one-pass reconstruction folded into the first pass's launch (cholqr_fold),
 #    every variant verified on four stress profiles first, device time per kernel (--profile);
 # 3. the GPU tests of the leaf in every mode (the inverses by solves, in the sweeps, blocked, or the
 #    first pass on a warp; one pass or two; folded or not; the sweeps on 1024, 256 or 128 threads);
@@ -50,20 +50,15 @@ PY
   OUT="$OUT/eval" bash tools/gpumode_eval.sh .probe/gpumode 9137 .probe/gpumode/w1024.txt $(( 590 - ($(date +%s) - t0) ))
   exit 0
 fi
-build='import importlib.util, sys, torch
-spec = importlib.util.spec_from_file_location("cb_build", sys.argv[1]); m = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(m); m._extension(torch.device("cuda")); print("built", sys.argv[1])'
-python3 -c "$build" kernels/families/files/cuda_blocked.py > "$OUT/build.txt" 2>&1 &
-[ -n "${BEFORE:-}" ] && python3 -c "$build" "$BEFORE" > "$OUT/build_before.txt" 2>&1 &
-wait
-stamp "built: $(cat "$OUT"/build*.txt | grep -c '^built') extension(s)"; grep -h -i error "$OUT"/build*.txt | head -5
+build_extensions kernels/families/files/cuda_blocked.py ${BEFORE:+"$BEFORE"}
 if [ -n "${BEFORE:-}" ]; then
   timeout 120 python3 lab/blocked_probe.py --file "$BEFORE" --shape 2x4096 --shape 8x2048 --rounds 3 --calls 5 \
     --variant 'before:' > "$OUT/probe_before.txt" 2>&1
   stamp "probe before: exit $?"; grep -v "verify ok" "$OUT/probe_before.txt" | grep -v -i warn | tail -8
 fi
 timeout 260 python3 lab/blocked_probe.py --shape 2x4096 --shape 8x2048 --rounds 3 --calls 5 --profile "${checks[@]}" \
-  --variant 'sweep:cholqr_inverse=sweep,cholqr_fold=False' --variant 'blk8:cholqr_inverse=blocked,cholqr_block=8' \
+  --variant 'base:' --variant 'sweep:cholqr_inverse=sweep,cholqr_fold=False' \
+  --variant 'blk8:cholqr_inverse=blocked,cholqr_block=8,cholqr_fold=False' \
   --variant 'fold:cholqr_inverse=sweep,cholqr_fold=True' \
   --variant 'blk8fold:cholqr_inverse=blocked,cholqr_block=8,cholqr_fold=True' > "$OUT/probe_tall.txt" 2>&1
 stamp "probe tall: exit $?"; grep -v "verify ok" "$OUT/probe_tall.txt" | grep -v -i warn | grep -v "^      0\.[0-3]" | head -100
@@ -78,9 +73,9 @@ from blocked_probe import read_medians
 medians, params = read_medians(sys.argv[1])
 shapes = ("2x4096", "8x2048")
 names = [v for v in params if all((s, v) in medians for s in shapes)]
-if "sweep" in names:
+if "base" in names:
     best = min(names, key=lambda v: math.prod(medians[(s, v)] for s in shapes))
-    if best != "sweep" and all(medians[(s, best)] <= 0.985 * medians[(s, "sweep")] for s in shapes):
+    if best != "base" and all(medians[(s, best)] <= 0.985 * medians[(s, "base")] for s in shapes):
         print(",".join(f"{k}={v}" for k, v in params[best].items()))
 PY
 )
