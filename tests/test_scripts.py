@@ -249,6 +249,39 @@ def test_blocked_probe_tables_read_back_as_the_adopting_scripts_read_them(tmp_pa
                          "one7": {"cholqr_one_pass": 1e-07}, "g32_8k4x1": {"groups_32": "8k4x1"}}
 
 
+def test_pick_winners_adopts_per_file_only_what_beats_the_baseline_at_every_shape(tmp_path, capsys):
+    """lab/pick_winners.py (what lab/probe_adopt.sh adopts): per probe file the candidate faster than
+    'base' by the margin at every shape, the best by geomean where several are; one faster at one shape
+    only, or failed at one, does not win; a later file's winner setting a key otherwise is dropped."""
+    import pick_winners
+
+    def probe(name, rows):
+        text = ""
+        for shape, lines in rows.items():
+            text += f"{shape}: median over 3 rounds of the median of 5 calls (ms)\n"
+            text += "".join(f"  {v:<16} {ms} (0-0)  x1.000  {o}\n" for v, ms, o in lines)
+        path = tmp_path / name
+        path.write_text(text)
+        return str(path)
+
+    tall = probe("tall.txt", {
+        "2x4096": [("base", 10.0, {}), ("a", 9.0, {"x": 1}), ("b", 9.5, {"y": True}), ("c", 8.0, {"z": 2})],
+        "8x2048": [("base", 5.0, {}), ("a", 4.95, {"x": 1}), ("b", 4.5, {"y": True})],
+    })
+    wide = probe("wide.txt", {"60x1024": [("base", 4.0, {}), ("s", 3.99, {"w": 64})]})
+    assert pick_winners.main(["0.015", tall, wide]) == 0
+    assert capsys.readouterr().out.strip() == "y=True"  # a: 1% at 8x2048; c failed there
+    assert pick_winners.winner(wide, 0.0)[0] == "s"
+    assert pick_winners.winner(wide, 0.01)[0] is None
+    clash = probe("clash.txt", {"2x4096": [("base", 10.0, {}), ("d", 9.0, {"y": False, "v": 3})]})
+    same = probe("same.txt", {"2x4096": [("base", 10.0, {}), ("e", 9.0, {"y": True, "u": 4})]})
+    assert pick_winners.main(["0.015", tall, clash, same]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == "y=True,u=4" and "not adopted" in err
+    headless = probe("headless.txt", {"2x4096": [("a", 9.0, {"x": 1}), ("base", 10.0, {})]})
+    assert pick_winners.winner(headless, 0.0)[0] is None
+
+
 def test_blocked_probe_variants_override_params_and_drop_graphs_captured_under_others():
     import types
 

@@ -173,6 +173,11 @@ F atomic_float_add(F* p, F v) {
 inline float atomicAdd(float* p, float v) { return atomic_float_add<float, std::uint32_t>(p, v); }
 inline double atomicAdd(double* p, double v) { return atomic_float_add<double, std::uint64_t>(p, v); }
 
+// sm_90's vector atomic: each of the four elements is added atomically, not the four as one.
+inline float4 atomicAdd(float4* p, float4 v) {
+    return float4{atomicAdd(&p->x, v.x), atomicAdd(&p->y, v.y), atomicAdd(&p->z, v.z), atomicAdd(&p->w, v.w)};
+}
+
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __nanosleep(unsigned) { std::this_thread::yield(); }
 [[noreturn]] inline void __trap() { std::abort(); }

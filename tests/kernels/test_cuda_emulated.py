@@ -140,9 +140,11 @@ extern "C" void run_panel(const float* S, float* H, float* tau, float* vt, float
 _ROWS_DRIVER = r"""
 extern "C" void run_cross(const float* A, const float* B, float* out, int batch, int p, int q, int len, long long sa,
                           long long sb, long long so, long long a_row, long long a_pos, long long b_row,
-                          long long b_pos, int ldo) {
+                          long long b_pos, int ldo, int quads) {
     const dim3 grid{(unsigned)((len + 63) / 64), (unsigned)batch, (unsigned)((q + 63) / 64)};
-    emu::launch_serial(grid, 256, 0, [&] { cross_kernel(A, B, out, p, q, len, sa, sb, so, a_row, a_pos, b_row, b_pos, ldo); });
+    emu::launch_serial(grid, 256, 0, [&] {
+        cross_kernel(A, B, out, p, q, len, sa, sb, so, a_row, a_pos, b_row, b_pos, ldo, quads != 0);
+    });
 }
 extern "C" void run_apply_rows(const float* S, float* C, const float* VT, const float* W, const float* T, int batch,
                                int m, int ncols, int p, long long sc, long long sv, long long sw, long long st, int ldc,
@@ -172,7 +174,7 @@ def five_library(tmp_path_factory):
                  '#include "host_emulation.h"\n' + device + _PANEL_DRIVER + _ROWS_DRIVER)
     pointer, i32, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
     lib.run_panel.argtypes = [pointer] * 5 + [i32] * 4 + [i64, i64, i32] + [pointer] * 3 + [i32, ctypes.c_double, i32, i32, i32]
-    lib.run_cross.argtypes = [pointer] * 3 + [i32] * 4 + [i64] * 7 + [i32]
+    lib.run_cross.argtypes = [pointer] * 3 + [i32] * 4 + [i64] * 7 + [i32, i32]
     lib.run_apply_rows.argtypes = [pointer] * 5 + [i32] * 4 + [i64] * 4 + [i32] * 3
     return lib
 
@@ -340,28 +342,33 @@ def test_folded_one_pass_leaf_gives_the_same_bits(five_launches, sweep, nb):
         assert torch.equal(x, y), name
 
 
-@pytest.mark.parametrize("width, cols", [(48, 150), (64, 32), (20, 70)])
-def test_split_narrow_update_kernels_match_float64(five_library, width, cols):
+@pytest.mark.parametrize("width, cols, ldo, quads", [(48, 150, 150, True), (64, 32, 32, True), (20, 70, 70, True),
+                                                     (32, 70, 72, True), (32, 70, 72, False), (48, 150, 150, False)])
+def test_split_narrow_update_kernels_match_float64(five_library, width, cols, ldo, quads):
     """The split narrow update's two kernels on the factorisation's windows (C a few columns of H below
-    row k, Vᵀ rows n apart, partial row and column tiles): the cross product W = VᵀC and V·Vᵀ-style
-    merges against float64, then C -= V W in place, and C -= V Tᵀ W with T a window (each block forming
-    its columns of Tᵀ W), each writing C's window and nothing else."""
+    row k, Vᵀ rows n apart, partial row and column tiles): the cross product W = VᵀC (with quads its
+    sums added four columns a request where W's rows allow, ldo, one at a time past the last whole
+    four; without, one at a time) and
+    V·Vᵀ-style merges against float64, then C -= V W in place, and C -= V Tᵀ W with T a window (each
+    block forming its columns of Tᵀ W), each writing C's window and nothing else."""
     gen = torch.Generator().manual_seed(width + cols)
     batch, n, k = 2, 300, 37
     m = n - k
     h = torch.randn((batch, n, n), generator=gen)
     vt = torch.randn((batch, 64, n), generator=gen)[:, :width, :m]
     c = h[:, k:, k + width:k + width + cols]
-    out = torch.zeros((batch, width, cols))
+    padded = torch.zeros((batch, width, ldo))
+    out = padded[:, :, :cols]
     five_library.run_cross(vt.data_ptr(), c.data_ptr(), out.data_ptr(), batch, width, cols, m, vt.stride(0),
                            c.stride(0), out.stride(0), vt.stride(1), vt.stride(2), c.stride(2), c.stride(1),
-                           out.stride(1))
+                           out.stride(1), quads)
     torch.testing.assert_close(out.double(), vt.double() @ c.double(), rtol=1e-5, atol=1e-3)
+    assert not padded[:, :, cols:].any(), "cross wrote past its columns"
     q = min(40, width)
     merged = torch.zeros((batch, width, q))
     five_library.run_cross(vt.data_ptr(), vt.data_ptr(), merged.data_ptr(), batch, width, q, m, vt.stride(0),
                            vt.stride(0), merged.stride(0), vt.stride(1), vt.stride(2), vt.stride(1), vt.stride(2),
-                           merged.stride(1))
+                           merged.stride(1), quads)
     torch.testing.assert_close(merged.double(), vt.double() @ vt[:, :q].double().transpose(1, 2), rtol=1e-5, atol=1e-3)
     w = torch.randn((batch, width, cols), generator=gen)
     t = torch.triu(torch.randn((batch, 64, 64), generator=gen))[:, :width, :width] / 8  # a window, as T's are

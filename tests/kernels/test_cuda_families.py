@@ -344,7 +344,7 @@ class ReferencePanel:
         self.cross_calls = 0
         self.apply_rows_calls = 0
 
-    def panel(self, S, H, tau, vt, t, k, w, rpl, warps, cpw, minb, kept=None) -> None:
+    def panel(self, S, H, tau, vt, t, k, w, rpl, warps, cpw, minb, kept=None, async_loads=False) -> None:
         """With kept (per matrix, the columns its factorisation keeps; empty: all), a matrix whose kept
         columns end at or before k gets identity reflectors (V, T, tau zero) and its H is not touched,
         or, read from the input (S is not H), is zero in the panel's rows."""
@@ -430,7 +430,7 @@ class ReferencePanel:
         keep = ~(norms <= limit)
         kept.copy_(torch.where(keep, torch.arange(A.shape[-1]) + 1, 0).amax(dim=1).to(torch.int32))
 
-    def cross(self, A, B, out) -> None:
+    def cross(self, A, B, out, quads=False) -> None:
         """out += A Bᵀ (a block merge's V1ᵀV2, or a narrow update's VᵀC with C's columns as B's rows)."""
         self.cross_calls += 1
         assert 1 in (A.stride(1), A.stride(2)) and 1 in (B.stride(1), B.stride(2)) and out.stride(2) == 1
@@ -662,6 +662,63 @@ def test_blocked_cholqr_leaves_with_a_reference_panel(tmp_path, monkeypatch, par
     if n > 1024:
         assert module._cholqr_leaf(n, 1025, 32) and not module._cholqr_leaf(n, 1025, 33)
         assert nb == 32
+
+
+@pytest.mark.parametrize("cols", [0, 32, 64])
+def test_blocked_narrow_updates_split_over_the_rows_at_1024_where_asked(tmp_path, monkeypatch, cols):
+    """For 512 < n <= 1024, updates of at most narrow_cols_le1024 columns (a block's own: 32, the
+    look-ahead's: 64) take the split path (VᵀC over the rows, then C -= V·(TᵀW) by row chunks), the
+    rest the size class's update; 0 never splits; the factorisation is right either way."""
+    module = _module("cuda_blocked", tmp_path, {"narrow_cols_le1024": cols, "nb_le1024": 32, "block_le1024": 64,
+                                                "lookahead_le1024": True, "update_le1024": "fp32"})
+    reference = ReferencePanel(_dispatch(module))
+    monkeypatch.setattr(module, "_extension", lambda device: reference)
+    widths: list[int] = []
+    apply = module._apply
+
+    def recording(c, *args, **kwargs):
+        widths.append(c.shape[2])
+        return apply(c, *args, **kwargs)
+
+    monkeypatch.setattr(module, "_apply", recording)
+    a = generate_input(2, 600, 1.0, 4, "mixed")
+    h, tau = torch.full_like(a, float("nan")), torch.empty((2, 600))
+    module._factor(h, tau, a, DeferredSide(False))
+    assert verify_qr(a, (h, tau), None).ok
+    narrow = sum(w <= cols for w in widths)
+    assert reference.apply_rows_calls == reference.cross_calls == narrow
+    # 32: each block's own update (and the last ones); 64: the look-ahead updates of 64 columns too
+    assert (narrow > 9) if cols else (narrow == 0)
+    assert (64 in widths) and (cols < 64 or widths.count(64) + widths.count(32) <= narrow)
+
+
+def test_blocked_trailing_update_walks_tiles_on_capped_programs_at_512(tmp_path, monkeypatch):
+    """apply_programs_le512 caps the trailing update's Triton grid at that many programs an SM (each
+    walking tiles) for n <= 512 without look-ahead; a block's own updates and larger n keep a program
+    a tile; the capped update's result is right (the Triton kernel's persistent loop)."""
+    module = _module("cuda_blocked", tmp_path, {"apply_programs_le512": 2, "update_lt512": "bf16x3",
+                                                "nb_le384": 16, "block_le384": 32, "tail_le512": "off"})
+    reference = ReferencePanel(_dispatch(module))
+    monkeypatch.setattr(module, "_extension", lambda device: reference)
+    seen: list[tuple[int, int]] = []  # (the update's last column + 1, programs)
+    apply = module._apply
+
+    def recording(c, v_t, t, src=None, ext=None, programs=0, **kwargs):
+        seen.append((c.storage_offset() % c.stride(1) + c.shape[2], programs))
+        return apply(c, v_t, t, src, ext, programs, **kwargs)
+
+    monkeypatch.setattr(module, "_apply", recording)
+    a = generate_input(2, 100, 1.0, 8, "dense")
+    h, tau = torch.full_like(a, float("nan")), torch.empty((2, 100))
+    module._factor(h, tau, a)
+    assert verify_qr(a, (h, tau), None).ok
+    trailing = [p for end, p in seen if end == 100]
+    assert len(trailing) == 3 and all(p == 2 for p in trailing)  # 2 an SM, one "SM" off the GPU
+    assert all(p == 0 for end, p in seen if end < 100)  # the blocks' own right halves
+    seen.clear()
+    module.PARAMS["apply_programs_le512"] = 0
+    module._factor(torch.empty_like(a), torch.empty((2, 100)), a)
+    assert seen and all(p == 0 for _, p in seen)
 
 
 def test_blocked_workspace_only_where_cholqr_leaves_run(tmp_path):
@@ -973,7 +1030,8 @@ def test_blocked_falls_back_to_geqrf_without_cuda(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("params", [{}, {"warps_nb32": 16, "panel_min_blocks": 1},
                                     {"warps_nb32": 16, "panel_min_blocks": 2}, {"warps_nb32": 8, "panel_min_blocks": 1},
-                                    {"panel_min_blocks_le256": 4}, {"warps_nb32_few": 8}])
+                                    {"panel_min_blocks_le256": 4}, {"warps_nb32_few": 8},
+                                    {"panel_async_loads": True}, {"panel_async_loads": True, "warps_nb32_few": 8}])
 def test_panel_kernel_matches_the_reference_panel_on_gpu(tmp_path, params):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
@@ -993,7 +1051,8 @@ def test_panel_kernel_matches_the_reference_panel_on_gpu(tmp_path, params):
             want = [x.cpu() for x in got]
             # matrix 2 keeps its columns only up to k (identity reflectors here); the others all
             kept = torch.tensor([n, n, k, n], dtype=torch.int32)
-            ext.panel(*got, k, nb, rpl, warps, cpw, minb, kept.cuda() if k else module._NO_KEPT)
+            ext.panel(*got, k, nb, rpl, warps, cpw, minb, kept.cuda() if k else module._NO_KEPT,
+                      module.PARAMS["panel_async_loads"])
             ReferencePanel(table).panel(*want, k, nb, rpl, warps, cpw, minb, kept if k else None)
             for label, g, w in zip(("H", "tau", "VT", "T"), got[1:], want[1:]):
                 torch.testing.assert_close(g.cpu(), w, rtol=2e-3, atol=2e-4, equal_nan=True,
@@ -1076,25 +1135,27 @@ def _check_panel_properties(p, h, tau, vt, t, where: str) -> None:
 
 
 @pytest.mark.gpu
-def test_split_products_match_torch_on_gpu(tmp_path):
+@pytest.mark.parametrize("quads, cols", [(False, 150), (True, 150), (True, 132)])
+def test_split_products_match_torch_on_gpu(tmp_path, quads, cols):
     """The merge's and the narrow update's split products on windows like the factorisation's: Vᵀ rows
-    n apart, C a view of H (its columns as the second operand's rows), partial chunks and tiles."""
+    n apart, C a view of H (its columns as the second operand's rows), partial chunks and tiles; the
+    sums added a float or (quads, where W's rows allow) four at a time."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     module = _module("cuda_blocked", tmp_path)
     ext = module._extension(torch.device("cuda"))
     gen = torch.Generator(device="cuda").manual_seed(3)
-    batch, n, k, width, cols = 3, 1500, 100, 48, 150
+    batch, n, k, width = 3, 1500, 100, 48
     m = n - k
     h = torch.randn((batch, n, n), device="cuda", generator=gen)
     vt = torch.randn((batch, 64, n), device="cuda", generator=gen)[:, :width, :m]
     c = h[:, k:, k + width:k + width + cols]
     out = torch.zeros((batch, width, cols), device="cuda")
-    ext.cross(vt, c.transpose(1, 2), out)
+    ext.cross(vt, c.transpose(1, 2), out, quads)
     want = vt.double() @ c.double()
     assert ((out.double() - want).abs().max() / want.abs().max()).item() < 1e-5
     cross = torch.zeros((batch, width, 40), device="cuda")
-    ext.cross(vt, vt[:, :40], cross)
+    ext.cross(vt, vt[:, :40], cross, quads)
     torch.testing.assert_close(cross.double(), vt.double() @ vt[:, :40].double().transpose(1, 2), rtol=1e-5, atol=1e-3)
     w = torch.randn((batch, width, cols), device="cuda", generator=gen)
     before = h.clone()

@@ -171,6 +171,7 @@ PARAMS = {
     'apply_stages': 3,
     'apply_up_le512': True,
     'apply_up_gt512': False,
+    'panel_async_loads': False,
     'panel_le512': 'householder',
     'panel_le1024': 'householder',
     'panel_gt1024': 'cholqr2',
@@ -182,8 +183,10 @@ PARAMS = {
     'cholqr_block': 8,
     'cholqr_fold': True,
     'cross_min_rows': 1024,
+    'cross_quads': False,
     'narrow_gt1024': 'split',
     'narrow_cols_gt1024': 256,
+    'narrow_cols_le1024': 0,
     'narrow_fused': False,
     'narrow_fold_t': False,
     'merge_fused': False,
@@ -193,6 +196,7 @@ PARAMS = {
     'lookahead_le2048': True,
     'lookahead_gt2048': True,
     'lookahead_programs': 1,
+    'apply_programs_le512': 0,
     'tail_le512': 'negligible',
     'tail_gt512': 'off',
     'tail_scope': 'both',
@@ -264,6 +268,10 @@ SPACE = {
     # (H100, kernels/BENCHMARKS.md#update-traffic).
     "apply_up_le512": [False, True],
     "apply_up_gt512": [False, True],
+    # The register panel's loads of its columns into shared memory as cp.async copies, all of a
+    # thread's in flight at once (64 a thread at 512 and 1024 rows), or through registers in a loop
+    # whose trip count the compiler cannot fix (a few at a time).
+    "panel_async_loads": [False, True],
     # The panel algorithm per size class (n ≤ 512, ≤ 1024, above); above 1024 with cholqr2 the
     # leaves are 32 wide whatever nb_le2048 says.  Cholesky QR leaves of fewer than cholqr_min_rows
     # rows use the register kernel.  A block merge's V1ᵀV2 over at least cross_min_rows rows is split
@@ -304,12 +312,20 @@ SPACE = {
     # > 0; ignored otherwise).
     "cholqr_fold": [False, True],
     "cross_min_rows": [256, 512, 1024, 4096],
+    # The split products' sums (VᵀC, V1ᵀV2) added into their output as float4 atomics, four columns a
+    # request (a quarter of the requests, where the output's rows allow), or one float at a time.
+    "cross_quads": [False, True],
     # Updates of at most narrow_cols_gt1024 columns above n = 1024 (inside a block, and the last
     # ones): "split" computes VᵀC split over the rows and C -= V·(TᵀW) by row chunks in exact FP32 on
     # the CUDA cores (V at most 64 wide; wider ones take cuBLAS FP32), "fp32" is cuBLAS (a few blocks
     # for these long, thin products), "tf32" the Triton kernel (a program per column tile).
     "narrow_gt1024": ["split", "fp32", "tf32"],
     "narrow_cols_gt1024": [0, 128, 256, 512],
+    # The same split update for 512 < n <= 1024 (60x1024), for updates of at most this many columns
+    # (0: never): there a block's own and the look-ahead updates are one column tile a matrix, so the
+    # Triton kernel runs one program a matrix, each walking all the rows twice, while the other SMs
+    # wait on the chain; split over the rows they spread over the GPU.
+    "narrow_cols_le1024": [0, 32, 64, 128],
     # The split narrow update in one launch (each block owns 64 rows, adds its part of VᵀC, meets its
     # matrix's other blocks and applies V·(TᵀW) to its rows) or in four; on the main stream only.
     "narrow_fused": [False, True],
@@ -336,6 +352,11 @@ SPACE = {
     "lookahead_le2048": [False, True],
     "lookahead_gt2048": [False, True],
     "lookahead_programs": [0, 1, 2, 3],
+    # For n ≤ 512 without look-ahead, the trailing update's Triton grid capped at this many programs an
+    # SM, each walking several tiles (0: a program per tile).  At 640x512 the update is bound by DRAM:
+    # a tile is read twice, and with a program per tile the resident programs' tiles (264 x 128 KB)
+    # outgrow the L2 between the two reads; fewer at once keep the second read in L2.
+    "apply_programs_le512": [0, 1, 2],
     # Per matrix, the trailing columns after the last one whose 1-norm exceeds rel·‖a₀‖₁ are left out
     # of the factorisation (tau 0 there): "zero" (rel = 0) drops exactly zero columns, as geqrf would
     # factor them; "negligible" (rel = 8·eps32) also columns that change R - QᵀA by at most 16/√n of
@@ -614,6 +635,25 @@ __device__ __forceinline__ void reflect(float (&col)[RPL], int c, int m, int lan
     }
 }
 
+// A global-to-shared copy that does not pass through a register (cp.async): a thread's copies are all
+// in flight at once, where loads into registers waited in turn for each few (the panel's 64 a thread,
+// in a loop whose trip count the compiler cannot fix).  The tests' host emulation copies directly.
+__device__ __forceinline__ void copy_to_shared(float* dst, const float* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(QR_HOST_EMULATION)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src)
+                 : "memory");
+#else
+    *dst = *src;
+#endif
+}
+
+// This thread's copy_to_shared copies have landed (a barrier then makes every thread's visible).
+__device__ __forceinline__ void copies_to_shared_done() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !defined(QR_HOST_EMULATION)
+    asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
 // One column of the panel, for every warp: G's entries for column c, reflector c applied to
 // the columns right of it, and (the warp owning column c+1) reflector c+1 built first.
 template <int RPL, int W, int CPW, int MINB, class V>
@@ -693,7 +733,8 @@ constexpr size_t panel_smem_bytes() {
 template <int RPL, int W, int CPW, int MINB>
 __global__ void __launch_bounds__(W * 32, MINB)
 panel_kernel(const float* S, float* H, float* __restrict__ TAU, float* __restrict__ VT, float* __restrict__ T,
-             int n, int k, int w, long long vstride, long long tstride, int ldt, const int* __restrict__ kept) {
+             int n, int k, int w, long long vstride, long long tstride, int ldt, const int* __restrict__ kept,
+             bool async_loads) {
     if (kept != nullptr && k >= kept[blockIdx.x]) {
         // Every column of this panel is left out of this matrix's factorisation (tail_columns_kernel):
         // identity reflectors (V = 0, T = 0, tau = 0), so every update that still runs is a no-op on
@@ -727,9 +768,20 @@ panel_kernel(const float* S, float* H, float* __restrict__ TAU, float* __restric
     const size_t mat = (size_t)blockIdx.x * n * n;
     float* h = H + mat + (size_t)k * n + k;
     const float* src = S + mat + (size_t)k * n + k;  // S is H, or the input where H is not yet written
-    for (int e = threadIdx.x; e < MP * NBP; e += W * 32) {
-        const int r = e / NBP, q = e % NBP;
-        stage[r * LDS + q] = (r < m && q < w) ? src[(size_t)r * n + q] : 0.f;
+    if (async_loads) {
+        for (int e = threadIdx.x; e < MP * NBP; e += W * 32) {
+            const int r = e / NBP, q = e % NBP;
+            if (r < m && q < w)
+                copy_to_shared(stage + r * LDS + q, src + (size_t)r * n + q);
+            else
+                stage[r * LDS + q] = 0.f;
+        }
+        copies_to_shared_done();
+    } else {
+        for (int e = threadIdx.x; e < MP * NBP; e += W * 32) {
+            const int r = e / NBP, q = e % NBP;
+            stage[r * LDS + q] = (r < m && q < w) ? src[(size_t)r * n + q] : 0.f;
+        }
     }
     __syncthreads();
     float reg[CPW][RPL];
@@ -1740,7 +1792,8 @@ __device__ __forceinline__ void product_4x4(float (&acc)[4][4], FA a_at, FB b_at
 // a merge at 2x4096).  out (rows ldo apart) is zeroed by the caller.
 __global__ void __launch_bounds__(256) cross_kernel(const float* A, const float* B, float* out, int p, int q, int len,
                                                     long long sa, long long sb, long long so, long long a_row,
-                                                    long long a_pos, long long b_row, long long b_pos, int ldo) {
+                                                    long long a_pos, long long b_row, long long b_pos, int ldo,
+                                                    bool quads) {
     const int b = blockIdx.y, c0 = blockIdx.x * 64, q0 = blockIdx.z * 64, tid = threadIdx.x;
     __shared__ float a[64][65], bb[64][65];
     const float* ab = A + (size_t)b * sa;
@@ -1762,13 +1815,37 @@ __global__ void __launch_bounds__(256) cross_kernel(const float* A, const float*
     float acc[4][4] = {};
     product_4x4(acc, [&](int i, int c) { return a[i][c]; }, [&](int c, int j) { return bb[j][c]; });
     float* ob = out + (size_t)b * so + q0;
+    if (!quads) {
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+#pragma unroll
+            for (int v = 0; v < 4; ++v) {
+                const int r = ti + 16 * u, c = tj + 16 * v;
+                if (r < p && c < qn) atomicAdd(ob + (size_t)r * ldo + c, acc[u][v]);
+            }
+        return;
+    }
+    // quads: the sums go out as float4 atomics, four columns a request (every block adds into the same
+    // p x q sums, 64 deep at 4096 rows, so the atomics' count may set the kernel's time).  A thread's
+    // tile columns are 16 apart, so the tile goes through shared memory first.
+    __syncthreads();  // every thread is done reading a
 #pragma unroll
     for (int u = 0; u < 4; ++u)
 #pragma unroll
-        for (int v = 0; v < 4; ++v) {
-            const int r = ti + 16 * u, c = tj + 16 * v;
-            if (r < p && c < qn) atomicAdd(ob + (size_t)r * ldo + c, acc[u][v]);
+        for (int v = 0; v < 4; ++v) a[ti + 16 * u][tj + 16 * v] = acc[u][v];
+    __syncthreads();
+    const bool aligned = ldo % 4 == 0 && reinterpret_cast<unsigned long long>(ob) % 16 == 0;
+#pragma unroll
+    for (int it = 0; it < 4; ++it) {
+        const int e = tid + 256 * it, r = e >> 4, c = 4 * (e & 15);
+        if (r >= p || c >= qn) continue;
+        float* o = ob + (size_t)r * ldo + c;
+        if (aligned && c + 4 <= qn) {
+            atomicAdd(reinterpret_cast<float4*>(o), make_float4(a[r][c], a[r][c + 1], a[r][c + 2], a[r][c + 3]));
+        } else {
+            for (int x = 0; x < 4 && c + x < qn; ++x) atomicAdd(o + x, a[r][c + x]);
         }
+    }
 }
 
 // C[b] = S[b] - V W over one chunk of 64 rows and 64 columns (grid.z): V given as Vᵀ (p x m, rows
@@ -2400,7 +2477,7 @@ _PANEL_KERNELS = (
 def _panel_dispatch() -> str:
     """The cases of the host code's switch over _PANEL_KERNELS, keyed as panel() keys them."""
     return "".join(
-        "        case %dLL: launch<%d, %d, %d, %d>(S, H, tau, vt, t, n, kk, ww, keep, stream); break;\n"
+        "        case %dLL: launch<%d, %d, %d, %d>(S, H, tau, vt, t, n, kk, ww, keep, async_loads, stream); break;\n"
         % (((minb * 1000 + rpl) * 100 + warps) * 100 + cpw, rpl, warps, cpw, minb)
         for rpl, warps, cpw, minb in _PANEL_KERNELS)
 
@@ -2409,7 +2486,7 @@ def _panel_dispatch() -> str:
 _HOST_SOURCE = r"""
 template <int RPL, int W, int CPW, int MINB>
 void launch(const at::Tensor& S, at::Tensor& H, at::Tensor& tau, at::Tensor& vt, at::Tensor& t, int n, int k, int w,
-            const int* kept, cudaStream_t stream) {
+            const int* kept, bool async_loads, cudaStream_t stream) {
     constexpr size_t bytes = panel_smem_bytes<RPL, W, CPW>();
     static bool ready = false;  // the opt-in above 48 KB of shared memory, once per kernel
     if (!ready) {
@@ -2423,7 +2500,7 @@ void launch(const at::Tensor& S, at::Tensor& H, at::Tensor& tau, at::Tensor& vt,
     }
     panel_kernel<RPL, W, CPW, MINB><<<(unsigned)H.size(0), W * 32, bytes, stream>>>(
         S.data_ptr<float>(), H.data_ptr<float>(), tau.data_ptr<float>(), vt.data_ptr<float>(), t.data_ptr<float>(), n, k, w,
-        (long long)vt.stride(0), (long long)t.stride(0), (int)t.stride(1), kept);
+        (long long)vt.stride(0), (long long)t.stride(0), (int)t.stride(1), kept, async_loads);
 }
 
 
@@ -2435,7 +2512,7 @@ void launch(const at::Tensor& S, at::Tensor& H, at::Tensor& tau, at::Tensor& vt,
 // and t (contiguous rows) may be windows of wider buffers: the kernel writes vt[:, :w, :n-k]
 // and t[:, :w, :w] only.
 void panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, int64_t k, int64_t w, int64_t rpl,
-           int64_t warps, int64_t cpw, int64_t minb, at::Tensor kept) {
+           int64_t warps, int64_t cpw, int64_t minb, at::Tensor kept, bool async_loads) {
     TORCH_CHECK(H.is_cuda() && H.is_contiguous() && H.scalar_type() == at::kFloat && H.dim() == 3,
                 "panel: H must be a contiguous batch x n x n float32 CUDA tensor");
     TORCH_CHECK(S.is_cuda() && S.is_contiguous() && S.scalar_type() == at::kFloat && S.sizes() == H.sizes(),
@@ -2585,7 +2662,7 @@ void cholqr_leaf(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::
 
 // out += A Bᵀ for float32 CUDA tensors A (batch x p x len), B (batch x q x len) with any strides
 // whose rows or positions are contiguous, p <= 64; out batch x p x q with unit column stride.
-void cross(at::Tensor A, at::Tensor B, at::Tensor out) {
+void cross(at::Tensor A, at::Tensor B, at::Tensor out, bool quads) {
     TORCH_CHECK(A.is_cuda() && B.is_cuda() && out.is_cuda() && A.scalar_type() == at::kFloat &&
                 B.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat && A.dim() == 3 && B.dim() == 3 &&
                 out.dim() == 3, "cross: float32 CUDA batch x rows x len tensors");
@@ -2600,7 +2677,7 @@ void cross(at::Tensor A, at::Tensor B, at::Tensor out) {
     cross_kernel<<<grid, 256, 0, at::cuda::getCurrentCUDAStream()>>>(
         A.data_ptr<float>(), B.data_ptr<float>(), out.data_ptr<float>(), (int)A.size(1), (int)B.size(1), (int)len,
         (long long)A.stride(0), (long long)B.stride(0), (long long)out.stride(0), (long long)A.stride(1),
-        (long long)A.stride(2), (long long)B.stride(1), (long long)B.stride(2), (int)out.stride(1));
+        (long long)A.stride(2), (long long)B.stride(1), (long long)B.stride(2), (int)out.stride(1), quads);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -2764,13 +2841,13 @@ namespace {
 """ + _DEVICE_SOURCE + "\n" + _HOST_SOURCE
 
 _CPP_SOURCE = ("void panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, int64_t k, int64_t w, "
-               "int64_t rpl, int64_t warps, int64_t cpw, int64_t minb, at::Tensor kept);\n"
+               "int64_t rpl, int64_t warps, int64_t cpw, int64_t minb, at::Tensor kept, bool async_loads);\n"
                "void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc, "
                "at::Tensor small, at::Tensor flags, int64_t k, int64_t w, int64_t inverse, double one_pass, "
                "int64_t threads, int64_t block, bool fold);\n"
                "void cholqr_leaf(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc, "
                "at::Tensor small, at::Tensor flags, at::Tensor gram, at::Tensor ctrl, int64_t k, int64_t w);\n"
-               "void cross(at::Tensor A, at::Tensor B, at::Tensor out);\n"
+               "void cross(at::Tensor A, at::Tensor B, at::Tensor out, bool quads);\n"
                "bool narrow_update(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor t, at::Tensor W, at::Tensor ctrl);\n"
                "void merge(at::Tensor v1, at::Tensor v2, at::Tensor t1, at::Tensor t2, at::Tensor t12, at::Tensor X, "
                "at::Tensor count);\n"
@@ -2879,21 +2956,22 @@ def _apply(c: torch.Tensor, v_t: torch.Tensor, t: torch.Tensor, src: torch.Tenso
     mode = PARAMS["update_lt512" if n < 512 else "update_le1024" if n <= 1024 else "update_gt1024"]
     width = v_t.shape[1]
     source = c if src is None else src
-    if n > 1024 and c.shape[2] <= PARAMS["narrow_cols_gt1024"]:
+    narrow_cols = PARAMS["narrow_cols_gt1024"] if n > 1024 else PARAMS["narrow_cols_le1024"] if n > 512 else 0
+    if (n > 1024 or narrow_cols > 0) and c.shape[2] <= narrow_cols:
         # A few columns of a tall matrix: a Triton program per column tile would leave the GPU idle.
-        mode = PARAMS["narrow_gt1024"]
+        mode = PARAMS["narrow_gt1024"] if n > 1024 else "split"
         if mode == "split" and width <= 64 and ext is not None and c.numel():
             if narrow is not None and c.shape[2] <= narrow[0].shape[2] and ext.narrow_update(source, c, v_t, t, *narrow):
                 return
             w = torch.zeros((c.shape[0], width, c.shape[2]), dtype=c.dtype, device=c.device)
-            ext.cross(v_t, source.transpose(1, 2), w)
+            ext.cross(v_t, source.transpose(1, 2), w, PARAMS["cross_quads"])
             if PARAMS["narrow_fold_t"]:
                 ext.apply_rows(source, c, v_t, w, t)
             else:
                 ext.apply_rows(source, c, v_t, torch.bmm(t.transpose(1, 2), w), _NO_T)
             return
         if mode == "split":
-            mode = "fp32"
+            mode = "fp32" if n > 1024 else PARAMS["update_le1024"]
     warps = PARAMS["apply_warps_le512" if n <= 512 else "apply_warps_le1024" if n <= 1024 else "apply_warps_gt1024"]
     if mode != "fp32" and c.stride(2) == 1 and c.numel() and c.shape[0] < 65536:  # grid's y limit
         assert source.stride() == c.stride()
@@ -2939,7 +3017,7 @@ def _block(ext, S: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, vt: torch.T
         else:
             rpl = _rows_per_lane(m)
             ext.panel(S, H, tau, vt, t, k, width, rpl, *_shape(nb, rpl, H.shape[0], sms),
-                      _NO_KEPT if kept is None else kept)
+                      _NO_KEPT if kept is None else kept, PARAMS["panel_async_loads"])
         return
     w1 = nb * -(-width // (2 * nb))  # half, rounded up to whole panels
     _block(ext, S, H, tau, vt, t, k, w1, nb, sms, work, scratch, live, kept)
@@ -2956,7 +3034,7 @@ def _block(ext, S: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, vt: torch.T
         # V1ᵀV2 split over its m rows (the kernel takes V1 of up to 64 columns): cuBLAS ran this
         # long, thin product on a few blocks
         cross = torch.zeros((H.shape[0], w1, width - w1), dtype=H.dtype, device=H.device)
-        ext.cross(vt[:, :w1, w1:m], vt[:, w1:width, w1:m], cross)
+        ext.cross(vt[:, :w1, w1:m], vt[:, w1:width, w1:m], cross, PARAMS["cross_quads"])
     else:
         cross = torch.bmm(vt[:, :w1, w1:m], vt[:, w1:width, w1:m].transpose(1, 2))
     t[:, :w1, w1:width].baddbmm_(torch.bmm(t[:, :w1, :w1], cross), t[:, w1:width, w1:width], beta=0.0, alpha=-1.0)
@@ -3066,7 +3144,7 @@ def _factor(H: torch.Tensor, tau: torch.Tensor, A: torch.Tensor | None = None, s
         after = k + width
         if not ahead:
             _apply(H[:, k:, after:cols], v_k, t_k, None if source is H else source[:, k:, after:cols], ext,
-                   narrow=narrow, live=live, col0=after)
+                   PARAMS["apply_programs_le512"] * sms if n <= 512 else 0, narrow=narrow, live=live, col0=after)
         else:
             nxt = min(block, cols - after)
             following = slice(after, after + nxt)
