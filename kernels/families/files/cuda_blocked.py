@@ -2661,7 +2661,8 @@ void cholqr_leaf(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::
 }
 
 // out += A Bᵀ for float32 CUDA tensors A (batch x p x len), B (batch x q x len) with any strides
-// whose rows or positions are contiguous, p <= 64; out batch x p x q with unit column stride.
+// whose rows or positions are contiguous, p <= 64; out batch x p x q with unit column stride.  quads:
+// the sums added as float4 atomics where out's rows are 16-byte aligned.
 void cross(at::Tensor A, at::Tensor B, at::Tensor out, bool quads) {
     TORCH_CHECK(A.is_cuda() && B.is_cuda() && out.is_cuda() && A.scalar_type() == at::kFloat &&
                 B.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat && A.dim() == 3 && B.dim() == 3 &&
