@@ -35,7 +35,9 @@ scales with n) and CPU-emulated mixed inputs at n = 97 reached 10 of 20, so smal
 FP32.
 
 The first block reads the input and writes H (its panels and the update of the rest of the matrix
-cover every element), so H is allocated, not copied from A (0.32 of 6 ms at 640x512).  Panels of at
+cover every element), so H is allocated, not copied from A (0.32 of 6 ms at 640x512).  The panel
+kernel loads its columns into shared memory as cp.async copies, all of a thread's in flight at once
+(PARAMS panel_async_loads; 640x512 5.05 -> 4.79 ms in one process on an H100).  Panels of at
 most 512 rows and 32 columns, when there are more matrices than SMs (a launch in waves), run as 8
 warps of four columns with registers capped for two blocks an SM, so one block's per-column latency
 overlaps another's (640x512 panels 2.12 -> 1.70 ms on an H200).  The warp that builds the next
@@ -83,7 +85,8 @@ n = 1024 the residual gate is 20·n·eps32 (4.9e-3 at 2048) and every stress pro
 4096 on an H200: the wide updates are the Triton kernel's bf16x3 products by default (PARAMS
 update_gt1024), and the narrow ones (at most narrow_cols_gt1024 columns) compute VᵀC split over the
 rows and C -= V·(TᵀW) by row chunks, in exact FP32 on the CUDA cores (narrow_gt1024 = "split";
-kernels/BENCHMARKS.md#tall-cholesky-qr-leaves).  Above n = 1024 the factorisation is a few thousand
+kernels/BENCHMARKS.md#tall-cholesky-qr-leaves), each block of the second forming its own columns of
+TᵀW (narrow_fold_t: one launch fewer a narrow update, 2x4096 -1.7% on an H100).  Above n = 1024 the factorisation is a few thousand
 launches, so it is replayed as a CUDA graph (PARAMS["graph_gt1024"]).
 
 A leaf can also run as one launch (PARAMS cholqr_fused): each block keeps its chunk of rows in shared
@@ -171,7 +174,7 @@ PARAMS = {
     'apply_stages': 3,
     'apply_up_le512': True,
     'apply_up_gt512': False,
-    'panel_async_loads': False,
+    'panel_async_loads': True,
     'panel_le512': 'householder',
     'panel_le1024': 'householder',
     'panel_gt1024': 'cholqr2',
@@ -188,7 +191,7 @@ PARAMS = {
     'narrow_cols_gt1024': 256,
     'narrow_cols_le1024': 0,
     'narrow_fused': False,
-    'narrow_fold_t': False,
+    'narrow_fold_t': True,
     'merge_fused': False,
     'skip_zero_columns': False,
     'lookahead_le512': False,
