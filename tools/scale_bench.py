@@ -111,6 +111,23 @@ class Probe:
         store_file_cls._execute = execute
         self._undo.append(lambda: setattr(store_file_cls, "_execute", original))
 
+    def actor_calls(self) -> None:
+        """Count the driver's actor method calls by method ("actor <name>", calls only: a call's
+        own time is its submission, not its work)."""
+        from ray.actor import ActorMethod
+
+        original = ActorMethod._remote
+        total, since = self.total, self.since
+
+        def _remote(self_: Any, *args: Any, **kwargs: Any) -> Any:
+            label = f"actor {self_._method_name}"
+            total[label][0] += 1
+            since[label][0] += 1
+            return original(self_, *args, **kwargs)
+
+        ActorMethod._remote = _remote  # type: ignore[method-assign]
+        self._undo.append(lambda: setattr(ActorMethod, "_remote", original))
+
     def install(self) -> None:
         from population.run import Run
         from population.store_file import StoreFile
@@ -126,6 +143,7 @@ class Probe:
                                    (SearchLoop, "_told", "loop told"), (SearchLoop, "_dispatch", "loop dispatch")):
             self.timed(owner, name, label)
         self.commits(StoreFile)
+        self.actor_calls()
         probe = self
         original_init, original_told = SearchLoop.__init__, SearchLoop._told
 
@@ -306,6 +324,8 @@ def run_one(args: argparse.Namespace, gpus: int) -> dict[str, Any]:
             "loop_ms_per_eval": round(1000 * loop.stats.driver_s / max(1, evals), 2),
             "rss_mib": round(rss_mib(), 1), "candidates": candidates, "optuna_trials": trials,
             "studies": len(loop.tuner._studies), "structures_injected": probe.injected // max(1, args.inject_every),
+            "actor_calls_per_eval": round(sum(row["calls"] for label, row in totals.items()
+                                              if label.startswith("actor ")) / max(1, evals), 2),
             "time_scale": args.time_scale, "sim_minutes": args.sim_minutes, "nodes": min(args.nodes, gpus),
             "load_before": load_before, "load_after": os.getloadavg(), "stop": loop.stop_requested,
             "totals": totals, "windows": probe.windows}

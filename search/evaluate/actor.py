@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from search.config import SimulationConfig
 
+from search.evaluate.actor_output import redirect_output
 from search.evaluate.compile_ahead import CompileAhead
 from search.evaluate.placement import split_cpus
 from search.evaluate.gpu_sampler import GpuSampler
@@ -80,7 +81,9 @@ def _make_worker(workdir: str, env_extra: dict[str, str], name: str, compile_ahe
 @ray.remote(max_restarts=-1, max_task_retries=0, concurrency_groups={"ahead": 1, "waits": 1})  # type: ignore[call-overload]
 class EvaluatorActor:
     def __init__(self, workdir: str, env_extra: dict[str, str], name: str, compile_ahead: bool = False,
-                 lanes: int = 1, simulation: str | None = None) -> None:
+                 lanes: int = 1, simulation: str | None = None, output_file: str | None = None) -> None:
+        if output_file is not None:  # before the worker starts: its start may print, or fail
+            redirect_output(Path(output_file))
         self.name = name
         self.worker = _make_worker(workdir, env_extra, name, compile_ahead, lanes, simulation)
         # The run's GPU-utilisation series, beside its store (run_dir/gpu-util/, for run_timeline.py).

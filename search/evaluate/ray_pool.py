@@ -28,6 +28,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
 from search.engine.messages import EvalOutcome, EvalRequest
 from search.evaluate.actor import EvaluatorActor, Simulation
+from search.evaluate.actor_output import describe_output, output_path
 from search.evaluate.admission import Admission
 from search.evaluate.slots import Flight, Slot
 from search.engine.pool import Completed, Lost, PoolEvent, PoolStats, next_in_queue
@@ -70,6 +71,7 @@ class RayPool:
     # takes one more request per compile report, so that one is compiled when a lane frees.
     anticipate: bool = False
     simulation: Simulation | None = None  # simulated GPUs (evaluation.device: simulated)
+    output_to_files: bool = False  # each actor's stdout/stderr to its actor.log (ray.log_to_driver off)
     slots: list[Slot] = field(default_factory=list)
     _flights: dict[Any, Flight] = field(default_factory=dict)
     created_at: float = field(default_factory=time.monotonic)
@@ -88,10 +90,14 @@ class RayPool:
                 options["num_gpus"] = 1
             actor = EvaluatorActor.options(**options).remote(  # type: ignore[attr-defined]
                 str(self.workdir), env, name, self.lookahead > 0, self.lanes,
-                self.simulation.model_dump_json() if self.simulation is not None else None)
+                self.simulation.model_dump_json() if self.simulation is not None else None,
+                output_file=str(self._output_file(name)) if self.output_to_files else None)
             slot = Slot(name=name, actor=actor, gpu=self.gpus > 0)
             slot.send_ping()
             self.slots.append(slot)
+
+    def _output_file(self, name: str) -> Path | None:
+        return output_path(self.workdir, name) if self.output_to_files else None
 
     @property
     def size(self) -> int:
@@ -372,7 +378,8 @@ class RayPool:
         try:
             outcome = EvalOutcome.model_validate_json(ray.get(ref))
         except RayActorError as exc:
-            died = f"{slot.name} died during the evaluation ({type(exc).__name__})"
+            died = (f"{slot.name} died during the evaluation ({type(exc).__name__})"
+                    + describe_output(self._output_file(slot.name)))
             # Its other lanes' calls die with it; one that finished first keeps its result.
             events: list[PoolEvent] = []
             for other in [r for r, f in self._flights.items() if f.slot is slot and r is not ref]:
