@@ -376,7 +376,8 @@ class RayPool:
         flight = self._flights[ref]
         slot = flight.slot
         try:
-            outcome = EvalOutcome.model_validate_json(ray.get(ref))
+            outcome_json, compiled = ray.get(ref)
+            outcome = EvalOutcome.model_validate_json(outcome_json)
         except RayActorError as exc:
             died = (f"{slot.name} died during the evaluation ({type(exc).__name__})"
                     + describe_output(self._output_file(slot.name)))
@@ -386,7 +387,7 @@ class RayPool:
                 done, _ = ray.wait([other], timeout=0)
                 if done:
                     try:
-                        finished = EvalOutcome.model_validate_json(ray.get(other))
+                        finished = EvalOutcome.model_validate_json(ray.get(other)[0])
                     except RayError:
                         continue
                     self._landed(other)
@@ -400,6 +401,8 @@ class RayPool:
                          reason=f"{slot.name}: evaluator error {type(exc).__name__}: {str(exc)[:300]}")]
         self._landed(ref)
         slot.evaluations += 1
+        queued = {r.candidate_id for r in slot.queue}
+        slot.compiled.update(cid for cid in compiled if cid in queued)  # what the freed lane may start
         self._next(slot)
         return [self._completed(slot, outcome)]
 
