@@ -243,9 +243,14 @@ class RayPool:
         flight.slot.lane_landed(time.monotonic())
         return flight
 
-    def _next(self, slot: Slot) -> None:
+    def _next(self, slot: Slot, answered: bool = False) -> None:
         """Start the slot's next queued requests while it is up and has a free lane; when which one
-        to start depends on what is compiled, ask the actor (answered without blocking the loop)."""
+        to start depends on what is compiled, ask the actor (answered without blocking the loop).
+
+        ``answered``: an evaluation that just ended said which of the requests announced to the actor
+        are compiled, which answers the question for the whole queue (a request queued after it
+        ended was announced too late to have compiled since), so none compiled means what a
+        question's answer of none means: hold, or start the head."""
         while slot.queue and slot.ping is None and slot.running < self.lanes:
             if slot.ready_ref is not None:
                 return  # a question about its queue is out: its answer starts one
@@ -254,9 +259,13 @@ class RayPool:
                 # A request the actor already said is compiled starts without a question (one
                 # actor call and a poll's round trip less per start).
                 index = slot.known_next(self.hold_for_ready)
-            if index is None:
+            if index is None and answered and self.hold_for_ready:
+                self._ask_ready(slot, hold=True)
+                return
+            if index is None and not answered:
                 self._ask_ready(slot, hold=False)
                 return
+            index = index or 0  # answered, none compiled, no hold: the head
             slot.starved_load = None
             self._start(slot, slot.queue.pop(index))
 
@@ -403,7 +412,7 @@ class RayPool:
         slot.evaluations += 1
         queued = {r.candidate_id for r in slot.queue}
         slot.compiled.update(cid for cid in compiled if cid in queued)  # what the freed lane may start
-        self._next(slot)
+        self._next(slot, answered=True)
         return [self._completed(slot, outcome)]
 
     @staticmethod

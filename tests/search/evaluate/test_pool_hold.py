@@ -30,6 +30,7 @@ class CompilingActor:
         self.started: list[str] = []
         self.released: set[str] = set()
         self.announced: list[str] = []
+        self.waits: list[float] = []  # each question's timeout: 0 asks, more holds
         self.reports = 0
         self.questions = 0
 
@@ -57,6 +58,7 @@ class CompilingActor:
     @ray.method(concurrency_group="waits")
     def ready_within(self, candidate_ids: list[str], timeout_s: float) -> list[str]:
         self.questions += 1
+        self.waits.append(timeout_s)
         deadline = time.monotonic() + timeout_s
         while not (ready := [c for c in candidate_ids if c in self.ready]) and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -83,6 +85,10 @@ class CompilingActor:
     @ray.method(concurrency_group="ahead")
     def calls(self) -> dict[str, int]:
         return {"reports": self.reports, "questions": self.questions}
+
+    @ray.method(concurrency_group="ahead")
+    def question_waits(self) -> list[float]:
+        return list(self.waits)
 
 
 def request(cid: str, timeout_s: float = 240.0) -> EvalRequest:
@@ -232,9 +238,10 @@ def test_a_request_an_evaluations_answer_named_compiled_starts_on_the_freed_lane
         poll_until(pool, lambda ev: len(ray.get(actor.starts.remote())) == 2, timeout=10)
         assert ray.get(actor.starts.remote()) == ["c1", "c3"]  # the compiled one, not the head
         assert ray.get(actor.calls.remote())["questions"] == 0 and not pool.holding()
-        ray.get(actor.release.remote("c3"))  # c2 still compiles: the answer names none, so the lane asks
+        ray.get(actor.release.remote("c3"))  # c2 still compiles: the answer names none, so the lane holds
         poll_until(pool, lambda ev: pool.holding(), timeout=10)
-        assert ray.get(actor.starts.remote()) == ["c1", "c3"] and ray.get(actor.calls.remote())["questions"] >= 1
+        assert ray.get(actor.starts.remote()) == ["c1", "c3"]
+        assert ray.get(actor.question_waits.remote())[0] == 0.05  # a hold at once, no question first
     finally:
         ray.kill(actor, no_restart=True)
 
@@ -259,6 +266,7 @@ def test_without_hold_the_head_starts_at_once(local_ray, tmp_path):
         ray.get(actor.release.remote("c1"))
         poll_until(pool, lambda ev: len(ray.get(actor.starts.remote())) == 2, timeout=10)
         assert ray.get(actor.starts.remote()) == ["c1", "c2"]
+        assert ray.get(actor.calls.remote())["questions"] == 0  # c1's answer said none is compiled
     finally:
         ray.kill(actor, no_restart=True)
 
