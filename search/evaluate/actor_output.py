@@ -1,9 +1,9 @@
 """An evaluator actor's own stdout and stderr in a file of the run (``ray.log_to_driver`` off).
 
-Ray streams every actor's output to the driver, where a thread of the driver prints it (CPU the driver
-needs at 64 evaluators), and there the text reaches a terminal only.  In a file under the evaluator's
-work directory it outlives the terminal, and a lost evaluator's reason (the driver's log; the store
-once a request is lost three times) names the file and quotes its last error.
+Ray streams every actor's output to the driver, which prints it to a terminal and keeps none of it.
+In a file under the evaluator's work directory it outlives the terminal, and a lost evaluator's
+reason (the driver's log; the store once a request is lost three times) names the file and quotes
+its last error.
 """
 
 from __future__ import annotations
