@@ -173,6 +173,7 @@ class RayPool(CompileReports):
         for slot in self.slots:
             out += [r.candidate_id for r in slot.queue]
             slot.queue.clear()
+            slot.payloads.clear()
         return out
 
     def withdraw(self, candidate_ids: Collection[str]) -> list[str]:
@@ -185,13 +186,15 @@ class RayPool(CompileReports):
             if not gone:
                 continue
             slot.queue = [r for r in slot.queue if r.candidate_id not in wanted]
+            slot.forget_unqueued()
             for cid in gone:
                 slot.actor.withdraw.remote(cid)
             out += gone
         return out
 
-    def _start(self, slot: Slot, request: EvalRequest) -> None:
-        ref = slot.actor.evaluate.remote(request.model_dump_json())
+    def _start(self, slot: Slot, request: EvalRequest, payload: str | None = None) -> None:
+        """Start ``request`` on a free lane of ``slot`` (``payload``: its JSON as announced, if it was)."""
+        ref = slot.actor.evaluate.remote(request.model_dump_json() if payload is None else payload)
         now = time.monotonic()
         # A lane's evaluation may wait for the device behind every other lane's gate calls and
         # bench jobs, each bounded by its own limits: the deadline grows with the lanes.
@@ -229,7 +232,7 @@ class RayPool(CompileReports):
                 return
             index = index or 0  # answered, none compiled, no hold: the head
             slot.starved_load = None
-            self._start(slot, slot.queue.pop(index))
+            self._start(slot, *slot.take(index))
 
     def _needs_answer(self, slot: Slot) -> bool:
         """Whether the request to start depends on which queued ones are compiled (:func:`next_in_queue`);
@@ -270,7 +273,7 @@ class RayPool(CompileReports):
             self._ask_ready(slot, hold=True)  # none compiled: hold, with one more request queued by now
             return
         slot.starved_load = None
-        self._start(slot, slot.queue.pop(index))
+        self._start(slot, *slot.take(index))
         self._next(slot)
 
     def poll(self, timeout: float) -> list[PoolEvent]:
@@ -332,7 +335,8 @@ class RayPool(CompileReports):
             return
         moved, slot.queue = slot.queue, []
         for request in moved:
-            min(alive, key=lambda s: s.load).enqueue(request)
+            min(alive, key=lambda s: s.load).enqueue(request, slot.payload(request))
+        slot.payloads.clear()
         for target in alive:
             self._next(target)
 
