@@ -170,7 +170,7 @@ class SearchLoop:
         (after a step that raised, they are printed too, before the error)."""
         self._held = []
         try:
-            with self.run.transaction():
+            with self.run.transaction(lazy=True):  # a step that writes nothing commits nothing
                 yield
         finally:
             lines, self._held = self._held, None
