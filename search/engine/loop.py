@@ -11,7 +11,7 @@ Each :meth:`SearchLoop.step`:
      topping it up with the immediate operators' children (Optuna step, parameter
      crossover; see search/mutation/operators) so that no GPU waits on an LLM call;
   5. keeps the LLM operators' calls in flight (up to the configured concurrency) for later.
-Steps 1 to 5 change the store in one commit (:meth:`SearchLoop._one_commit`).
+Steps 1 to 5 change the store in one commit (search/engine/step_commit.py).
 
 It talks to evaluators, the LLM and Optuna through small interfaces, so tests
 drive it with fakes and no Ray, GPU or network.
@@ -22,9 +22,8 @@ from __future__ import annotations
 import collections
 import random
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Mapping
 
 from population.errors import InvalidTransition
 from population.models import Candidate, EvalResult, Origin, State
@@ -40,6 +39,7 @@ from search.engine.llm import LLMPool
 from search.engine.llm_calls import LLMCalls
 from search.engine.pool import Completed, EvaluatorPool, Lost
 from search.engine.requests import RequestFactory
+from search.engine.step_commit import StepLog
 from population.records import (C, DRIVER_RNG, NOTE_KEY, OPERATOR_KEY, STATUS_KEY, TRIAL_KEY, DriverStatus, state_counter)
 from search.engine.proposer import Child, KernelFamily, Proposer
 from search.numbers import ms as fmt_ms, speedup as fmt_speedup
@@ -83,8 +83,7 @@ class SearchLoop:
         self.pool = pool
         self.tuner = tuner
         self.families = families
-        self._print = log
-        self._held: list[str] | None = None  # the step's lines while its changes are not committed
+        self.log = StepLog(log)  # a step's lines wait for its commit (search/engine/step_commit.py)
         self.rng = self._restore_rng()
         self.proposer = Proposer(config, run, tuner, families, self.rng, llm=llm)
         self.llm_calls = LLMCalls(llm, run, self.proposer, self.rng, self.log)  # the LLM operators' calls in flight
@@ -142,7 +141,7 @@ class SearchLoop:
         events = self.duels.intercept(self.human.intercept(self.pool.poll(timeout)))
         began = time.monotonic()
         self.human.poll()
-        with self._one_commit():
+        with self.log.one_commit(self.run):
             for event in events:
                 if isinstance(event, Completed):
                     self._told(event.outcome)
@@ -160,29 +159,6 @@ class SearchLoop:
                 self.llm_calls.start(self.pool.size, self._evals_room, self._families_in_order)
         self.tuner.flush()  # the step's tells and asks, in one write
         self.stats.driver_s += time.monotonic() - began
-
-    @contextmanager
-    def _one_commit(self) -> Iterator[None]:
-        """The step's outcomes and children in one store transaction: a commit each was two to three
-        an evaluation at 64 evaluators (0.35-1.4 ms each).  A driver killed mid-step loses the step
-        whole (its evaluations run again on resume, as any in flight); the step's log lines are
-        printed after its commit, so that a killed driver's log never reports what its store lacks
-        (after a step that raised, they are printed too, before the error)."""
-        self._held = []
-        try:
-            with self.run.transaction(lazy=True):  # a step that writes nothing commits nothing
-                yield
-        finally:
-            lines, self._held = self._held, None
-            for line in lines:
-                self._print(line)
-
-    def log(self, line: str) -> None:
-        """A line for the run's log: held while a step's changes are uncommitted."""
-        if self._held is not None:
-            self._held.append(line)
-        else:
-            self._print(line)
 
     @property
     def finished(self) -> bool:
