@@ -91,15 +91,16 @@ class Run:
         self.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """Group several run calls into one commit (e.g. a child and the LLM tokens it cost).
+    def transaction(self, lazy: bool = False) -> Iterator[None]:
+        """Group several run calls into one commit (e.g. a child and the LLM tokens it cost);
+        ``lazy``: begun at its first write (one that writes nothing commits nothing).
 
         If the transaction fails after the population changed in memory, the
         population is reloaded from the store, which is the truth.
         """
         outer = not self.store.in_transaction
         try:
-            with self.store.transaction():
+            with self.store.transaction(lazy=lazy):
                 yield
                 if outer:
                     self._flush_rngs()

@@ -36,29 +36,49 @@ class Delta:
 
 
 def _common_head(a: str, b: str) -> int:
-    """The length of the longest common prefix, compared a chunk at a time (slices are C loops)."""
+    """The length of the longest common prefix: whole chunks compared while they match, then the
+    first differing chunk halved until one character is left (slice comparisons are C loops; a
+    character at a time through a 4 KB chunk was most of storing a child)."""
     n = min(len(a), len(b))
     i = 0
-    while i < n and a[i:i + _CHUNK] == b[i:i + _CHUNK]:
-        i += _CHUNK
-    i = min(i, n)
-    end = min(i + _CHUNK, n)
-    while i < end and a[i] == b[i]:
-        i += 1
-    return i
+    while i < n:
+        end = min(i + _CHUNK, n)
+        if a[i:end] != b[i:end]:
+            return _first_difference(a, b, i, end)
+        i = end
+    return n
+
+
+def _first_difference(a: str, b: str, lo: int, hi: int) -> int:
+    """The first index in [lo, hi) where ``a`` and ``b`` differ, given that they agree before ``lo``
+    and differ somewhere in [lo, hi)."""
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def _common_tail(a: str, b: str, limit: int) -> int:
-    """The length of the longest common suffix, at most ``limit``."""
+    """The length of the longest common suffix, at most ``limit`` (as :func:`_common_head`, from the end)."""
+    la, lb = len(a), len(b)
     j = 0
     while j < limit:
         step = min(_CHUNK, limit - j)
-        if a[len(a) - j - step:len(a) - j] != b[len(b) - j - step:len(b) - j]:
-            break
+        if a[la - j - step:la - j] != b[lb - j - step:lb - j]:
+            # Suffixes of length lo agree, of length hi do not: halve until they are one apart.
+            lo, hi = j, j + step
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if a[la - mid:la - lo] == b[lb - mid:lb - lo]:
+                    lo = mid
+                else:
+                    hi = mid
+            return lo
         j += step
-    while j < limit and a[len(a) - 1 - j] == b[len(b) - 1 - j]:
-        j += 1
-    return j
+    return limit
 
 
 def delta_against(base_sha: str, base: str, text: str) -> Delta | None:

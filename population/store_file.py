@@ -40,6 +40,7 @@ class StoreFile:
         self._conn = conn
         self._lock_fd = lock_fd
         self._depth = 0
+        self._begun = False  # the outermost transaction sent its BEGIN (a lazy one: at its first write)
         self._mutex = threading.RLock()
         note_open(path)  # see store_schema.check_header: no raw reads of this file while it is open here
         self._open_here = True
@@ -180,14 +181,18 @@ class StoreFile:
         return self._depth > 0
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """One atomic change; nested uses join the outermost, which alone commits."""
+    def transaction(self, lazy: bool = False) -> Iterator[None]:
+        """One atomic change; nested uses join the outermost, which alone commits.  ``lazy`` (the
+        outermost only): begun at its first write, so that one that writes nothing commits nothing
+        (the search loop's step, most of which write nothing at 64 evaluators)."""
         if self.readonly:
             raise StoreReadOnly(self.path, "opened read-only; cannot write")
         with self._mutex:
             outer = self._depth == 0
             if outer:
-                self._execute("BEGIN IMMEDIATE")
+                self._begun = not lazy
+                if self._begun:
+                    self._execute("BEGIN IMMEDIATE")
             self._depth += 1
             try:
                 yield
@@ -197,7 +202,7 @@ class StoreFile:
                     self._conn.execute("ROLLBACK")
                 raise
             self._depth -= 1
-            if outer:
+            if outer and self._begun:
                 try:
                     self._execute("COMMIT")
                 except BaseException:
@@ -231,6 +236,9 @@ class StoreFile:
     def _write(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Cursor:
         if not self._depth or self.readonly:
             raise RunStoreError(self.path, "writes must happen inside store.transaction()")
+        if not self._begun:
+            self._execute("BEGIN IMMEDIATE")
+            self._begun = True
         return self._execute(sql, params)
 
     def _one(self, sql: str, params: Iterable[Any] = ()) -> Any:

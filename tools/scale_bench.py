@@ -74,6 +74,7 @@ class Probe:
         self._mark = (0, time.monotonic(), cpu_s(), 0.0)
         self.injected = 0
         self.injector: subprocess.Popen | None = None
+        self.threads: dict[str, float] = {}  # threads_cpu_s() at the last window's end (Ray's end with ray.shutdown)
 
     def timed(self, owner: Any, name: str, label: str) -> None:
         original = getattr(owner, name)
@@ -111,6 +112,23 @@ class Probe:
         store_file_cls._execute = execute
         self._undo.append(lambda: setattr(store_file_cls, "_execute", original))
 
+    def actor_calls(self) -> None:
+        """Count the driver's actor method calls by method ("actor <name>", calls only: a call's
+        own time is its submission, not its work)."""
+        from ray.actor import ActorMethod
+
+        original = ActorMethod._remote
+        total, since = self.total, self.since
+
+        def _remote(self_: Any, *args: Any, **kwargs: Any) -> Any:
+            label = f"actor {self_._method_name}"
+            total[label][0] += 1
+            since[label][0] += 1
+            return original(self_, *args, **kwargs)
+
+        ActorMethod._remote = _remote  # type: ignore[method-assign]
+        self._undo.append(lambda: setattr(ActorMethod, "_remote", original))
+
     def install(self) -> None:
         from population.run import Run
         from population.store_file import StoreFile
@@ -126,6 +144,7 @@ class Probe:
                                    (SearchLoop, "_told", "loop told"), (SearchLoop, "_dispatch", "loop dispatch")):
             self.timed(owner, name, label)
         self.commits(StoreFile)
+        self.actor_calls()
         probe = self
         original_init, original_told = SearchLoop.__init__, SearchLoop._told
 
@@ -175,6 +194,7 @@ class Probe:
             row[f"{label} ms"] = round(1000 * seconds / count, 3) if count else None
             row[f"{label} calls/eval"] = round(count / n, 2)
         self.windows.append(row)
+        self.threads = threads_cpu_s()
         self.since.clear()
         self._mark = (loop.stats.evaluations, now, cpu, loop.stats.driver_s)
 
@@ -233,6 +253,25 @@ def processes_cpu_s(pids: list[int]) -> float:
         fields = stat[stat.rindex(")") + 2:].split()
         total += (int(fields[11]) + int(fields[12])) / tick
     return total
+
+
+def threads_cpu_s() -> dict[str, float]:
+    """CPU seconds of this process's threads so far, by name: Python threads by their own (Ray's
+    log printer, error listener...), the others by the kernel's (Ray's C++ threads), summed."""
+    import threading
+
+    names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = defaultdict(float)
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        name = names.get(int(task.name)) or "native " + stat[stat.index("(") + 1:stat.rindex(")")]
+        out[name] += (int(fields[11]) + int(fields[12])) / tick
+    return {name: round(seconds, 2) for name, seconds in sorted(out.items(), key=lambda kv: -kv[1])}
 
 
 def cluster_cpu_s(cluster: Any) -> float:
@@ -306,9 +345,11 @@ def run_one(args: argparse.Namespace, gpus: int) -> dict[str, Any]:
             "loop_ms_per_eval": round(1000 * loop.stats.driver_s / max(1, evals), 2),
             "rss_mib": round(rss_mib(), 1), "candidates": candidates, "optuna_trials": trials,
             "studies": len(loop.tuner._studies), "structures_injected": probe.injected // max(1, args.inject_every),
+            "actor_calls_per_eval": round(sum(row["calls"] for label, row in totals.items()
+                                              if label.startswith("actor ")) / max(1, evals), 2),
             "time_scale": args.time_scale, "sim_minutes": args.sim_minutes, "nodes": min(args.nodes, gpus),
             "load_before": load_before, "load_after": os.getloadavg(), "stop": loop.stop_requested,
-            "totals": totals, "windows": probe.windows}
+            "threads_cpu_s": probe.threads, "totals": totals, "windows": probe.windows}
 
 
 def print_profile(path: Path, top: int = 30) -> None:
@@ -340,10 +381,11 @@ def main() -> int:
         result = run_one(args, gpus)
         results.append(result)
         (args.out / f"scale-{gpus}gpu.json").write_text(json.dumps(result, indent=1))
-        summary = {k: v for k, v in result.items() if k not in ("totals", "windows")}
+        summary = {k: v for k, v in result.items() if k not in ("totals", "windows", "threads_cpu_s")}
         print(json.dumps(summary))
         for label, row in sorted(result["totals"].items()):
             print(f"  {label:18s} {row['calls']:>9d} calls  {row['calls_per_eval']:>6.2f}/eval  {row['ms']} ms")
+        print("  driver threads, CPU s:", json.dumps(dict(list(result["threads_cpu_s"].items())[:12])))
         if args.profile:
             print_profile(args.profile / f"driver-{gpus}gpu.prof")
     return 0

@@ -164,6 +164,11 @@ class RayConfig(_Section):
     cpu_evaluators: int = Field(1, ge=1, description="CPU evaluators when there is no GPU")
     cpus_per_evaluator: float = Field(1.0, ge=0, description="CPUs an evaluator actor reserves")
     fake_gpus: int = Field(0, ge=0, description="declare this many GPUs to local Ray (tests of the GPU path)")
+    log_to_driver: bool = Field(
+        False, description="stream the evaluator actors' stdout and stderr to the driver's terminal (Ray's "
+        "log_to_driver), where they are not kept; off, each evaluator appends them to "
+        "run_dir/work/<evaluator>/actor.log on its node, and a lost evaluator's reason names that file and quotes "
+        "its last error")
     no_evaluator_minutes: float = Field(
         10.0, gt=0, description="minutes with no evaluator up, after one was (every actor dead or restarting: its "
         "node left the cluster, say), before the run stops, resumable, with exit code 1; the work it held is "

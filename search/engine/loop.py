@@ -2,7 +2,7 @@
 
 Each :meth:`SearchLoop.step`:
   1. collects finished evaluations and tells them to the population (champions,
-     maturation, migration) and to Optuna, one store commit each;
+     maturation, migration) and to Optuna;
   2. re-queues work an evaluator lost (a dead actor or node blames nobody);
   3. turns finished LLM calls into children (or rejected edits, with the reason;
      search/engine/llm_calls.py);
@@ -11,6 +11,7 @@ Each :meth:`SearchLoop.step`:
      topping it up with the immediate operators' children (Optuna step, parameter
      crossover; see search/mutation/operators) so that no GPU waits on an LLM call;
   5. keeps the LLM operators' calls in flight (up to the configured concurrency) for later.
+Steps 1 to 5 change the store in one commit (search/engine/step_commit.py).
 
 It talks to evaluators, the LLM and Optuna through small interfaces, so tests
 drive it with fakes and no Ray, GPU or network.
@@ -38,6 +39,7 @@ from search.engine.llm import LLMPool
 from search.engine.llm_calls import LLMCalls
 from search.engine.pool import Completed, EvaluatorPool, Lost
 from search.engine.requests import RequestFactory
+from search.engine.step_commit import StepLog
 from population.records import (C, DRIVER_RNG, NOTE_KEY, OPERATOR_KEY, STATUS_KEY, TRIAL_KEY, DriverStatus, state_counter)
 from search.engine.proposer import Child, KernelFamily, Proposer
 from search.numbers import ms as fmt_ms, speedup as fmt_speedup
@@ -81,10 +83,10 @@ class SearchLoop:
         self.pool = pool
         self.tuner = tuner
         self.families = families
-        self.log = log
+        self.log = StepLog(log)  # a step's lines wait for its commit (search/engine/step_commit.py)
         self.rng = self._restore_rng()
         self.proposer = Proposer(config, run, tuner, families, self.rng, llm=llm)
-        self.llm_calls = LLMCalls(llm, run, self.proposer, self.rng, log)  # the LLM operators' calls in flight
+        self.llm_calls = LLMCalls(llm, run, self.proposer, self.rng, self.log)  # the LLM operators' calls in flight
         self.queue = WorkQueue()  # candidates with their sources: pending, and sent to evaluators
         self.proposer.busy_parents = self.queue.by_parent()  # selection.inflight_penalty's counts
         self.losses: collections.Counter = collections.Counter()
@@ -93,17 +95,17 @@ class SearchLoop:
         # What the run is when the loop ends: "finished" (a budget, exhaustion) or "stopped" (resumable,
         # because the evaluators are gone: the driver's exit code says so).
         self.end_state = "finished"
-        self.evaluator_watch = EvaluatorWatch(config.ray.no_evaluator_minutes, log)
+        self.evaluator_watch = EvaluatorWatch(config.ray.no_evaluator_minutes, self.log)
         self.max_evals = max_evals
         self.deadline = time.monotonic() + max_minutes * 60 if max_minutes else None
         self.requests = RequestFactory(config, run, families, profiles=llm is not None)
         self.bench_cases, self.verify_cases = self.requests.bench_cases, self.requests.verify_cases
         self._last_status = 0.0
-        self.focus = Focus(config.focus, run, log)  # the objective of a focused run (search/engine/focus.py)
+        self.focus = Focus(config.focus, run, self.log)  # the objective of a focused run (search/engine/focus.py)
         # the engineer's events (search/engine/human.py)
-        self.human = HumanChannel(run, pool, self.requests, self.proposer, families, self.enqueue, log)
+        self.human = HumanChannel(run, pool, self.requests, self.proposer, families, self.enqueue, self.log)
         # new champions timed against the ones they replaced (search/engine/duels.py)
-        self.duels = Duels(config, run, pool, self.requests, log)
+        self.duels = Duels(config, run, pool, self.requests, self.log)
         # Seconds each family's candidates took to compile ahead (a moving average of what the
         # evaluators reported): while an evaluator holds for a compiled request, cheap ones go first.
         self.compile_seconds: dict[str, float] = {}
@@ -139,21 +141,22 @@ class SearchLoop:
         events = self.duels.intercept(self.human.intercept(self.pool.poll(timeout)))
         began = time.monotonic()
         self.human.poll()
-        for event in events:
-            if isinstance(event, Completed):
-                self._told(event.outcome)
-            elif isinstance(event, Lost):
-                self._lost(event)
-        collected = self.llm_calls.collect(self._store_child)
-        self.stats.llm_calls += collected.answered
-        self.stats.llm_errors += collected.failed
-        if not self.stop_requested:
-            self._check_budget()
-        if not self.stop_requested:
-            self.human.dispatch()  # rechecks first, also while paused
-        if not self.stop_requested and not self.human.paused:
-            self._dispatch()
-            self.llm_calls.start(self.pool.size, self._evals_room, self._families_in_order)
+        with self.log.one_commit(self.run):
+            for event in events:
+                if isinstance(event, Completed):
+                    self._told(event.outcome)
+                elif isinstance(event, Lost):
+                    self._lost(event)
+            collected = self.llm_calls.collect(self._store_child)
+            self.stats.llm_calls += collected.answered
+            self.stats.llm_errors += collected.failed
+            if not self.stop_requested:
+                self._check_budget()
+            if not self.stop_requested:
+                self.human.dispatch()  # rechecks first, also while paused
+            if not self.stop_requested and not self.human.paused:
+                self._dispatch()
+                self.llm_calls.start(self.pool.size, self._evals_room, self._families_in_order)
         self.tuner.flush()  # the step's tells and asks, in one write
         self.stats.driver_s += time.monotonic() - began
 

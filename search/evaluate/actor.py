@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from search.config import SimulationConfig
 
+from search.evaluate.actor_output import redirect_output
 from search.evaluate.compile_ahead import CompileAhead
 from search.evaluate.placement import split_cpus
 from search.evaluate.gpu_sampler import GpuSampler
@@ -80,8 +82,13 @@ def _make_worker(workdir: str, env_extra: dict[str, str], name: str, compile_ahe
 @ray.remote(max_restarts=-1, max_task_retries=0, concurrency_groups={"ahead": 1, "waits": 1})  # type: ignore[call-overload]
 class EvaluatorActor:
     def __init__(self, workdir: str, env_extra: dict[str, str], name: str, compile_ahead: bool = False,
-                 lanes: int = 1, simulation: str | None = None) -> None:
+                 lanes: int = 1, simulation: str | None = None, output_file: str | None = None) -> None:
+        if output_file is not None:  # before the worker starts: its start may print, or fail
+            redirect_output(Path(output_file))
         self.name = name
+        # Announced and neither begun nor withdrawn: what an evaluation's answer says is compiled.
+        self._queued: dict[str, None] = {}
+        self._queued_lock = threading.Lock()  # the lanes' threads and the "ahead" one
         self.worker = _make_worker(workdir, env_extra, name, compile_ahead, lanes, simulation)
         # The run's GPU-utilisation series, beside its store (run_dir/gpu-util/, for run_timeline.py).
         series = Path(workdir).parent / "gpu-util" / f"{name}.tsv"
@@ -92,12 +99,26 @@ class EvaluatorActor:
         return {"name": self.name, "pid": os.getpid(), "host": socket.gethostname(),
                 "gpus": os.environ.get("CUDA_VISIBLE_DEVICES", ""), "node": ray.get_runtime_context().get_node_id()}
 
-    def evaluate(self, request_json: str) -> str:
-        return self.worker.evaluate(EvalRequest.model_validate_json(request_json)).model_dump_json()
+    def evaluate(self, request_json: str) -> tuple[str, list[str]]:
+        """The outcome (as JSON), and which of the requests announced to it are compiled as it ends:
+        the lane that frees starts one of them without a question (an actor call and a round trip
+        that most starts took)."""
+        request = EvalRequest.model_validate_json(request_json)
+        with self._queued_lock:
+            self._queued.pop(request.candidate_id, None)
+        outcome = self.worker.evaluate(request).model_dump_json()
+        with self._queued_lock:
+            queued = list(self._queued)
+        return outcome, self.worker.compiled(queued) if queued else []
 
     @ray.method(concurrency_group="ahead")
     def prefetch(self, request_json: str) -> bool:
-        return self.worker.prefetch(EvalRequest.model_validate_json(request_json))
+        request = EvalRequest.model_validate_json(request_json)
+        announced = self.worker.prefetch(request)
+        if announced:  # not one already running (a late announcement), nor a worker without compile-ahead
+            with self._queued_lock:
+                self._queued[request.candidate_id] = None
+        return announced
 
     @ray.method(concurrency_group="ahead")  # after the prefetches sent before it, in order
     def compiled(self, candidate_ids: list[str]) -> list[str]:
@@ -105,6 +126,8 @@ class EvaluatorActor:
 
     @ray.method(concurrency_group="ahead")  # after the prefetch that announced it, in order
     def withdraw(self, candidate_id: str) -> None:
+        with self._queued_lock:
+            self._queued.pop(candidate_id, None)
         self.worker.withdraw(candidate_id)
 
     @ray.method(concurrency_group="ahead")  # after the prefetches sent before it, in order

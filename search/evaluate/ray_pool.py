@@ -28,13 +28,15 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
 from search.engine.messages import EvalOutcome, EvalRequest
 from search.evaluate.actor import EvaluatorActor, Simulation
+from search.evaluate.actor_output import describe_output, output_path
 from search.evaluate.admission import Admission
+from search.evaluate.compile_reports import CompileReports
 from search.evaluate.slots import Flight, Slot
 from search.engine.pool import Completed, Lost, PoolEvent, PoolStats, next_in_queue
 
 
 @dataclass
-class RayPool:
+class RayPool(CompileReports):
     """Implements the loop's EvaluatorPool over Ray actors.
 
     Each evaluator runs up to ``lanes`` requests at once and takes up to ``lookahead`` queued
@@ -70,6 +72,7 @@ class RayPool:
     # takes one more request per compile report, so that one is compiled when a lane frees.
     anticipate: bool = False
     simulation: Simulation | None = None  # simulated GPUs (evaluation.device: simulated)
+    output_to_files: bool = False  # each actor's stdout/stderr to its actor.log (ray.log_to_driver off)
     slots: list[Slot] = field(default_factory=list)
     _flights: dict[Any, Flight] = field(default_factory=dict)
     created_at: float = field(default_factory=time.monotonic)
@@ -88,10 +91,14 @@ class RayPool:
                 options["num_gpus"] = 1
             actor = EvaluatorActor.options(**options).remote(  # type: ignore[attr-defined]
                 str(self.workdir), env, name, self.lookahead > 0, self.lanes,
-                self.simulation.model_dump_json() if self.simulation is not None else None)
+                self.simulation.model_dump_json() if self.simulation is not None else None,
+                output_file=str(self._output_file(name)) if self.output_to_files else None)
             slot = Slot(name=name, actor=actor, gpu=self.gpus > 0)
             slot.send_ping()
             self.slots.append(slot)
+
+    def _output_file(self, name: str) -> Path | None:
+        return output_path(self.workdir, name) if self.output_to_files else None
 
     @property
     def size(self) -> int:
@@ -113,45 +120,6 @@ class RayPool:
     def _capacity(self, slot: Slot) -> int:
         """Requests the slot may hold (the rule: :class:`search.evaluate.admission.Admission`)."""
         return self._admission.capacity(slot.room_load, slot.room, slot.starved_load)
-
-    def _wants_report(self, slot: Slot) -> bool:
-        """Whether a compile report from the slot could change what the pool does: its room lets
-        it hold more; with anticipation, while nothing it queues is known compiled, a report may
-        name one (started without a question) or take one more request.  At 64 evaluators a
-        report from each every half second was six actor calls an evaluation."""
-        if self._room_cap > self.lookahead:
-            return True
-        return self.anticipate and slot.ready_ref is None and bool(slot.queue) and not slot.knows_compiled()
-
-    def _ask_room(self) -> None:
-        """Collect the evaluators' answers to "how many more could you compile now, and which of
-        your queue is compiled?" and ask again every ``room_every_s`` (never waiting: the answer
-        counts from the next call)."""
-        if self._room_cap <= self.lookahead and not self.anticipate:
-            return
-        now = time.monotonic()
-        slots = self._ready()
-        asked = {s.room_ref: s for s in slots if s.room_ref is not None}
-        if asked:  # one wait for all of them (one per slot was a round of calls per admission)
-            answered, _ = ray.wait(list(asked), num_returns=len(asked), timeout=0)
-            for ref in answered:
-                slot = asked[ref]
-                try:
-                    room, compiled = ray.get(ref)
-                    slot.room, slot.room_load = int(room), slot.room_ref_load
-                    slot.compiled.update(compiled)
-                except RayError:
-                    slot.room = 0
-                slot.room_ref = None
-                self._anticipate(slot)
-        for slot in slots:
-            if slot.room_ref is None and now - slot.room_asked >= self.room_every_s and self._wants_report(slot):
-                # Asked after the prefetches sent so far (one concurrency group, in order): the
-                # answer counts the requests it holds now.
-                queued = [r.candidate_id for r in slot.queue]
-                slot.compiled.intersection_update(queued)  # started or withdrawn since: no longer asked about
-                slot.room_ref, slot.room_ref_load = slot.actor.compile_state.remote(queued), slot.load
-                slot.room_asked = now
 
     def free_slots(self) -> int:
         self._collect_pings()
@@ -205,6 +173,7 @@ class RayPool:
         for slot in self.slots:
             out += [r.candidate_id for r in slot.queue]
             slot.queue.clear()
+            slot.payloads.clear()
         return out
 
     def withdraw(self, candidate_ids: Collection[str]) -> list[str]:
@@ -217,13 +186,15 @@ class RayPool:
             if not gone:
                 continue
             slot.queue = [r for r in slot.queue if r.candidate_id not in wanted]
+            slot.forget_unqueued()
             for cid in gone:
                 slot.actor.withdraw.remote(cid)
             out += gone
         return out
 
-    def _start(self, slot: Slot, request: EvalRequest) -> None:
-        ref = slot.actor.evaluate.remote(request.model_dump_json())
+    def _start(self, slot: Slot, request: EvalRequest, payload: str | None = None) -> None:
+        """Start ``request`` on a free lane of ``slot`` (``payload``: its JSON as announced, if it was)."""
+        ref = slot.actor.evaluate.remote(request.model_dump_json() if payload is None else payload)
         now = time.monotonic()
         # A lane's evaluation may wait for the device behind every other lane's gate calls and
         # bench jobs, each bounded by its own limits: the deadline grows with the lanes.
@@ -237,9 +208,14 @@ class RayPool:
         flight.slot.lane_landed(time.monotonic())
         return flight
 
-    def _next(self, slot: Slot) -> None:
+    def _next(self, slot: Slot, answered: bool = False) -> None:
         """Start the slot's next queued requests while it is up and has a free lane; when which one
-        to start depends on what is compiled, ask the actor (answered without blocking the loop)."""
+        to start depends on what is compiled, ask the actor (answered without blocking the loop).
+
+        ``answered``: an evaluation that just ended said which of the requests announced to the actor
+        are compiled, which answers the question for the whole queue (a request queued after it
+        ended was announced too late to have compiled since), so none compiled means what a
+        question's answer of none means: hold, or start the head."""
         while slot.queue and slot.ping is None and slot.running < self.lanes:
             if slot.ready_ref is not None:
                 return  # a question about its queue is out: its answer starts one
@@ -248,24 +224,21 @@ class RayPool:
                 # A request the actor already said is compiled starts without a question (one
                 # actor call and a poll's round trip less per start).
                 index = slot.known_next(self.hold_for_ready)
-            if index is None:
+            if index is None and answered and self.hold_for_ready:
+                self._ask_ready(slot, hold=True)
+                return
+            if index is None and not answered:
                 self._ask_ready(slot, hold=False)
                 return
+            index = index or 0  # answered, none compiled, no hold: the head
             slot.starved_load = None
-            self._start(slot, slot.queue.pop(index))
+            self._start(slot, *slot.take(index))
 
     def _needs_answer(self, slot: Slot) -> bool:
         """Whether the request to start depends on which queued ones are compiled (:func:`next_in_queue`);
         if not, the head starts."""
         waited, limit = slot.head_waited()
         return self.ready_first and (len(slot.queue) >= 2 or self.hold_for_ready) and waited <= limit
-
-    def _anticipate(self, slot: Slot) -> None:
-        """After a compile report: while every lane runs and nothing queued is compiled, one more
-        request (as a holding lane asks), so that its compile starts before a lane frees; nothing
-        more once one is.  A lane that holds keeps its own question's count."""
-        if self.anticipate and slot.ready_ref is None and slot.up and slot.running >= self.lanes:
-            slot.starved_load = slot.load if slot.queue and not slot.knows_compiled() else None
 
     def _ask_ready(self, slot: Slot, hold: bool) -> None:
         """Ask the actor which queued requests are compiled: at once, or (``hold``: every one is still
@@ -300,7 +273,7 @@ class RayPool:
             self._ask_ready(slot, hold=True)  # none compiled: hold, with one more request queued by now
             return
         slot.starved_load = None
-        self._start(slot, slot.queue.pop(index))
+        self._start(slot, *slot.take(index))
         self._next(slot)
 
     def poll(self, timeout: float) -> list[PoolEvent]:
@@ -362,7 +335,8 @@ class RayPool:
             return
         moved, slot.queue = slot.queue, []
         for request in moved:
-            min(alive, key=lambda s: s.load).enqueue(request)
+            min(alive, key=lambda s: s.load).enqueue(request, slot.payload(request))
+        slot.payloads.clear()
         for target in alive:
             self._next(target)
 
@@ -370,16 +344,18 @@ class RayPool:
         flight = self._flights[ref]
         slot = flight.slot
         try:
-            outcome = EvalOutcome.model_validate_json(ray.get(ref))
+            outcome_json, compiled = ray.get(ref)
+            outcome = EvalOutcome.model_validate_json(outcome_json)
         except RayActorError as exc:
-            died = f"{slot.name} died during the evaluation ({type(exc).__name__})"
+            died = (f"{slot.name} died during the evaluation ({type(exc).__name__})"
+                    + describe_output(self._output_file(slot.name)))
             # Its other lanes' calls die with it; one that finished first keeps its result.
             events: list[PoolEvent] = []
             for other in [r for r, f in self._flights.items() if f.slot is slot and r is not ref]:
                 done, _ = ray.wait([other], timeout=0)
                 if done:
                     try:
-                        finished = EvalOutcome.model_validate_json(ray.get(other))
+                        finished = EvalOutcome.model_validate_json(ray.get(other)[0])
                     except RayError:
                         continue
                     self._landed(other)
@@ -393,7 +369,9 @@ class RayPool:
                          reason=f"{slot.name}: evaluator error {type(exc).__name__}: {str(exc)[:300]}")]
         self._landed(ref)
         slot.evaluations += 1
-        self._next(slot)
+        queued = {r.candidate_id for r in slot.queue}
+        slot.compiled.update(cid for cid in compiled if cid in queued)  # what the freed lane may start
+        self._next(slot, answered=True)
         return [self._completed(slot, outcome)]
 
     @staticmethod

@@ -50,6 +50,10 @@ class Slot:
     starved_load: int | None = None
     # Queued requests the actor said are compiled (its last compile report and hold answers).
     compiled: set[str] = field(default_factory=set)
+    # The JSON each queued request was announced with, by id (with the request, so that a request
+    # of the same id made since is never sent another's text): its start sends the same text, where
+    # it was dumped again (50-160 KB a request).
+    payloads: dict[str, tuple[EvalRequest, str]] = field(default_factory=dict)
 
     @property
     def up(self) -> bool:
@@ -75,15 +79,36 @@ class Slot:
         self.node = info.get("node")
         self.ready_at = self.ready_at or time.monotonic()
 
-    def enqueue(self, request: EvalRequest) -> None:
-        """Queue a request behind the running ones; the actor hears of it at once, to compile it ahead."""
+    def enqueue(self, request: EvalRequest, payload: str | None = None) -> None:
+        """Queue a request behind the running ones; the actor hears of it at once, to compile it ahead.
+        ``payload``: its JSON, when another slot had it already."""
+        payload = request.model_dump_json() if payload is None else payload
         self.queue.append(request)
-        self.actor.prefetch.remote(request.model_dump_json())
+        self.payloads[request.candidate_id] = (request, payload)
+        self.actor.prefetch.remote(payload)
+
+    def payload(self, request: EvalRequest) -> str:
+        """The request's JSON as it was announced here (dumped now if it was not)."""
+        kept = self.payloads.get(request.candidate_id)
+        return kept[1] if kept is not None and kept[0] is request else request.model_dump_json()
+
+    def take(self, index: int) -> tuple[EvalRequest, str]:
+        """The queued request at ``index``, off the queue, with its JSON (to start it)."""
+        request = self.queue.pop(index)
+        payload = self.payload(request)
+        self.payloads.pop(request.candidate_id, None)
+        return request, payload
+
+    def forget_unqueued(self) -> None:
+        """Drop the JSON of requests no longer queued here (withdrawn, or moved to another slot)."""
+        queued = {r.candidate_id for r in self.queue}
+        for cid in [cid for cid in self.payloads if cid not in queued]:
+            del self.payloads[cid]
 
     def announce_queue(self) -> None:
         """Tell a restarted actor what it holds: it knows nothing of what was announced before."""
         for queued in self.queue:
-            self.actor.prefetch.remote(queued.model_dump_json())
+            self.actor.prefetch.remote(self.payload(queued))
 
     def knows_compiled(self) -> bool:
         """Whether its actor said one of the requests it queues is compiled."""

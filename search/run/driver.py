@@ -77,7 +77,7 @@ def _init_ray(config: RunConfig, address: str | None) -> None:
     import ray
 
     address = address or config.ray.address or os.environ.get("RAY_ADDRESS")
-    kwargs: dict = {"include_dashboard": False, "logging_level": "WARNING", "log_to_driver": True}
+    kwargs: dict = {"include_dashboard": False, "logging_level": "WARNING", "log_to_driver": config.ray.log_to_driver}
     try:
         if address:
             ray.init(address=address, **kwargs)
@@ -207,7 +207,7 @@ def execute(session: RunSession, address: str | None, console: Console, grace_s:
         pool = RayPool(workdir=run_dir / "work", gpus=gpus, cpu_evaluators=config.ray.cpu_evaluators,
                        # A simulated GPU uses no CPU to speak of: it must not keep others from being placed.
                        cpus_per_evaluator=0.0 if simulated else config.ray.cpus_per_evaluator,
-                       simulation=simulation,
+                       simulation=simulation, output_to_files=not config.ray.log_to_driver,
                        env_extra=evaluator_env(run_dir, interpret), lanes=config.evaluation.lanes,
                        lookahead=lookahead, room_lookahead=room_lookahead,
                        max_lookahead=config.evaluation.compile_ahead_max,

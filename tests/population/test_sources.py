@@ -11,7 +11,8 @@ from population.errors import StoreCorrupt
 from population.models import NewCandidate, Origin, State, source_hash
 from population.run import Run
 from population.snapshot import read_snapshot
-from population.sources import MIN_DELTA_TEXT, delta_against, join
+from population import sources
+from population.sources import MIN_DELTA_TEXT, _common_head, _common_tail, delta_against, join
 from population.store import RunStore
 from population.store_schema import DB_NAME, SCHEMA_VERSION
 from tests.population.conftest import CONFIG
@@ -55,6 +56,43 @@ def test_a_delta_joins_back_to_the_text_exactly() -> None:
     for text in (same + "a", same[:-1], "a" * 5_000 + "b" + "a" * 5_000):
         delta = delta_against("b", same, text)
         assert delta is not None and join(same, delta) == text
+
+
+def _head_by_char(a: str, b: str) -> int:
+    i = 0
+    while i < min(len(a), len(b)) and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _tail_by_char(a: str, b: str, limit: int) -> int:
+    j = 0
+    while j < limit and a[len(a) - 1 - j] == b[len(b) - 1 - j]:
+        j += 1
+    return j
+
+
+@pytest.mark.parametrize("chunk", [4096, 7, 1])
+def test_the_common_head_and_tail_are_those_found_a_character_at_a_time(monkeypatch, chunk: int) -> None:
+    """The chunked search with its halving step finds exactly the prefix and suffix a character-by-
+    character walk finds: a difference at a chunk's first or last character, texts that end inside
+    a chunk or share all of one, and a tail bounded by ``limit``."""
+    monkeypatch.setattr(sources, "_CHUNK", chunk)
+    rng = random.Random(11)
+    for _ in range(400):
+        size = rng.choice([0, 1, 2, 7, 8, 9, 63, 4095, 4096, 4097, 9000])
+        a = "".join(rng.choice("ab") for _ in range(size))
+        b = list(a)
+        for _ in range(rng.randrange(3)):  # zero to two changes, anywhere
+            if b:
+                b[rng.randrange(len(b))] = rng.choice("abc")
+        if rng.random() < 0.3:
+            b = b[:rng.randrange(len(b) + 1)] if rng.random() < 0.5 else b + list("ab" * rng.randrange(5))
+        text = "".join(b)
+        head = _common_head(a, text)
+        assert head == _head_by_char(a, text), (size, chunk)
+        for limit in {min(len(a), len(text)) - head, rng.randrange(min(len(a), len(text)) + 1)}:
+            assert _common_tail(a, text, limit) == _tail_by_char(a, text, limit), (size, chunk, limit)
 
 
 def _child(run: Run, parent_id: str, source: str) -> str:

@@ -434,3 +434,36 @@ def test_rows_the_checks_doubt_but_the_model_accepts_are_read(tmp_path: Path) ->
     with RunStore.open(d, readonly=True) as store:
         cands = store.list_candidates()
     assert cands[1].state is State.FAILED_VERIFY and cands[1].reason == "¿?"
+
+
+def test_a_lazy_transaction_begins_at_its_first_write_and_commits_nothing_when_it_wrote_nothing(tmp_path, monkeypatch):
+    from population.store_file import StoreFile
+
+    run = Run.create(tmp_path / "r", CONFIG)
+    store = run.store
+    sent: list[str] = []
+    original = StoreFile._execute
+
+    def execute(self, sql, params=()):
+        if sql in ("BEGIN IMMEDIATE", "COMMIT"):
+            sent.append(sql)
+        return original(self, sql, params)
+
+    monkeypatch.setattr(StoreFile, "_execute", execute)
+    with run.transaction(lazy=True):
+        assert store.counter("x") == 0
+    assert sent == []  # read only: no transaction at all
+    with run.transaction(lazy=True):
+        store.add_counters({"x": 1})
+        with run.transaction():  # joins the outer one
+            store.add_counters({"y": 2})
+    assert sent == ["BEGIN IMMEDIATE", "COMMIT"] and (store.counter("x"), store.counter("y")) == (1, 2)
+    with pytest.raises(RuntimeError):
+        with run.transaction(lazy=True):
+            store.add_counters({"x": 1})
+            raise RuntimeError("after the first write")
+    assert store.counter("x") == 1  # rolled back whole
+    run.close()
+    reopened = RunStore.open(tmp_path / "r", readonly=True)
+    assert (reopened.counter("x"), reopened.counter("y")) == (1, 2)
+    reopened.close()

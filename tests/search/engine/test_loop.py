@@ -306,3 +306,75 @@ def test_a_new_child_and_its_start_are_one_commit(tmp_path, families, monkeypatc
     assert len(commits) - before < 2.5 * children
     running = [c for c in loop.run.store.list_candidates() if c.state.value == "running"]
     assert running == [] and check_consistency(loop.run.store, deep=True) == []
+
+
+def test_a_steps_outcomes_and_children_are_one_commit(tmp_path, families, monkeypatch):
+    """Every change a step makes (the outcomes it tells, the children it stores and starts) commits
+    once, at the step's end: a commit each was two to three an evaluation.  (A duel's verdict is
+    recorded as the pool's answer arrives, before the step: no duels here.)"""
+    from population.store_file import StoreFile
+
+    evaluation = EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu", duel_below_ms=0.0)
+    loop = make_loop(config(tmp_path, evaluation=evaluation), families, pool=FakePool(size=3), max_evals=40)
+    commits = []
+    original = StoreFile._execute
+
+    def execute(self, sql, params=()):
+        if sql == "COMMIT":
+            commits.append(1)
+        return original(self, sql, params)
+
+    monkeypatch.setattr(StoreFile, "_execute", execute)
+    loop.start()
+    per_step, told = [], 0
+    while not loop.finished:
+        before, evals = len(commits), loop.stats.evaluations
+        loop.step()
+        per_step.append(len(commits) - before)
+        told += loop.stats.evaluations - evals > 1
+    assert max(per_step) == 1 and told >= 5, (per_step, told)  # steps that told several outcomes too
+    assert check_consistency(loop.run.store, deep=True) == []
+
+
+def test_a_step_that_fails_leaves_the_store_as_it_was_before_the_step(tmp_path, families, monkeypatch):
+    """All or nothing: a step that raises after telling outcomes and storing children leaves none of
+    them in the store (those candidates are still running there, so a resume evaluates them again),
+    its log lines are still printed, and the resumed run finishes consistent."""
+    cfg = config(tmp_path)
+    pool = FakePool(size=3)
+    loop = make_loop(cfg, families, pool=pool, max_evals=30)
+    loop.start()
+    while loop.stats.evaluations < 12:
+        loop.step()
+    store = loop.run.store
+    evaluated, candidates = int(store.counter("gpu_evaluations")), len(store.list_candidates())
+    running = {c.id for c in store.inflight()}
+    assert running == set(pool.inflight())
+    submit, calls = pool.submit, []
+
+    def failing(request):
+        calls.append(request.candidate_id)
+        if len(calls) == 2:  # the second child of the step: the first was stored and sent
+            loop.log("a line of the step")
+            assert "a line of the step" not in loop.logs  # held until the step's commit
+            raise RuntimeError("the pool broke")
+        submit(request)
+
+    monkeypatch.setattr(pool, "submit", failing)
+    with pytest.raises(RuntimeError, match="the pool broke"):
+        loop.step()
+    assert len(calls) == 2
+    assert int(store.counter("gpu_evaluations")) == evaluated  # the step's tells did not commit
+    assert len(store.list_candidates()) == candidates  # nor its children
+    assert {c.id for c in store.inflight() if c.state is State.RUNNING} == running
+    assert loop.logs[-1] == "a line of the step"  # and printed once the step ended, here by its error
+    assert check_consistency(store, deep=True) == []
+    loop.tuner.flush()
+    loop.run.close()
+
+    loop2 = make_loop(cfg, families, run=Run.open(cfg.run_dir), max_evals=30)
+    loop2.run_until_done()
+    store2 = loop2.run.store
+    assert int(store2.counter("gpu_evaluations")) == 30
+    assert all(store2.get_candidate(cid).state.is_terminal for cid in running)
+    assert check_consistency(store2, deep=True) == []

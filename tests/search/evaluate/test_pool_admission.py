@@ -26,9 +26,9 @@ class RoomActor:
     def ping(self) -> dict:
         return {"name": "fake", "pid": os.getpid(), "host": "here", "gpus": ""}
 
-    def evaluate(self, request_json: str) -> str:
+    def evaluate(self, request_json: str) -> tuple[str, list[str]]:
         time.sleep(600)  # busy for the whole test
-        return ""
+        return "", []
 
     @ray.method(concurrency_group="ahead")
     def prefetch(self, request_json: str) -> bool:

@@ -22,28 +22,33 @@ ray = pytest.importorskip("ray")
 @ray.remote(concurrency_groups={"ahead": 1, "waits": 1})
 class CompilingActor:
     """An evaluator whose compile-ahead is scripted: ``ready`` is what has compiled; evaluations
-    block until released, and record the order they started in."""
+    block until released, record the order they started in, and end saying which of the requests
+    announced to it and not started are compiled (as EvaluatorActor.evaluate)."""
 
     def __init__(self) -> None:
         self.ready: set[str] = set()
         self.started: list[str] = []
         self.released: set[str] = set()
+        self.announced: list[str] = []
+        self.waits: list[float] = []  # each question's timeout: 0 asks, more holds
         self.reports = 0
         self.questions = 0
 
     def ping(self) -> dict:
         return {"name": "fake", "pid": os.getpid(), "host": "here", "gpus": ""}
 
-    def evaluate(self, request_json: str) -> str:
+    def evaluate(self, request_json: str) -> tuple[str, list[str]]:
         cid = EvalRequest.model_validate_json(request_json).candidate_id
         self.started.append(cid)
         while cid not in self.released:
             time.sleep(0.01)
-        return EvalOutcome(candidate_id=cid, state=State.VERIFIED,
-                           result=EvalResult(candidate_id=cid, geomean_ms=1.0)).model_dump_json()
+        waiting = [c for c in self.announced if c not in self.started]
+        return EvalOutcome(candidate_id=cid, state=State.VERIFIED, result=EvalResult(
+            candidate_id=cid, geomean_ms=1.0)).model_dump_json(), [c for c in waiting if c in self.ready]
 
     @ray.method(concurrency_group="ahead")
     def prefetch(self, request_json: str) -> bool:
+        self.announced.append(EvalRequest.model_validate_json(request_json).candidate_id)
         return True
 
     @ray.method(concurrency_group="ahead")
@@ -53,6 +58,7 @@ class CompilingActor:
     @ray.method(concurrency_group="waits")
     def ready_within(self, candidate_ids: list[str], timeout_s: float) -> list[str]:
         self.questions += 1
+        self.waits.append(timeout_s)
         deadline = time.monotonic() + timeout_s
         while not (ready := [c for c in candidate_ids if c in self.ready]) and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -79,6 +85,10 @@ class CompilingActor:
     @ray.method(concurrency_group="ahead")
     def calls(self) -> dict[str, int]:
         return {"reports": self.reports, "questions": self.questions}
+
+    @ray.method(concurrency_group="ahead")
+    def question_waits(self) -> list[float]:
+        return list(self.waits)
 
 
 def request(cid: str, timeout_s: float = 240.0) -> EvalRequest:
@@ -217,6 +227,25 @@ def test_anticipation_takes_one_more_per_report_while_every_lane_runs_and_nothin
         ray.kill(actor, no_restart=True)
 
 
+def test_a_request_an_evaluations_answer_named_compiled_starts_on_the_freed_lane_without_a_question(
+        local_ray, tmp_path):
+    pool, actor = make_pool(tmp_path, hold=True)
+    try:
+        for cid in ("c1", "c2", "c3"):
+            pool.submit(request(cid))
+        ray.get(actor.compile_done.remote("c3"))  # no compile report is collected: only polls below
+        ray.get(actor.release.remote("c1"))
+        poll_until(pool, lambda ev: len(ray.get(actor.starts.remote())) == 2, timeout=10)
+        assert ray.get(actor.starts.remote()) == ["c1", "c3"]  # the compiled one, not the head
+        assert ray.get(actor.calls.remote())["questions"] == 0 and not pool.holding()
+        ray.get(actor.release.remote("c3"))  # c2 still compiles: the answer names none, so the lane holds
+        poll_until(pool, lambda ev: pool.holding(), timeout=10)
+        assert ray.get(actor.starts.remote()) == ["c1", "c3"]
+        assert ray.get(actor.question_waits.remote())[0] == 0.05  # a hold at once, no question first
+    finally:
+        ray.kill(actor, no_restart=True)
+
+
 def test_a_head_that_waited_its_case_timeout_starts_compiled_or_not(local_ray, tmp_path):
     pool, actor = make_pool(tmp_path, hold=True)
     try:
@@ -237,6 +266,7 @@ def test_without_hold_the_head_starts_at_once(local_ray, tmp_path):
         ray.get(actor.release.remote("c1"))
         poll_until(pool, lambda ev: len(ray.get(actor.starts.remote())) == 2, timeout=10)
         assert ray.get(actor.starts.remote()) == ["c1", "c2"]
+        assert ray.get(actor.calls.remote())["questions"] == 0  # c1's answer said none is compiled
     finally:
         ray.kill(actor, no_restart=True)
 

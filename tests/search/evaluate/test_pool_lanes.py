@@ -29,11 +29,11 @@ class LaneActor:
     def ping(self) -> dict:
         return {"name": "fake", "pid": os.getpid(), "host": "here", "gpus": ""}
 
-    def evaluate(self, request_json: str) -> str:
+    def evaluate(self, request_json: str) -> tuple[str, list[str]]:
         with self.lock:
             self.running += 1
         time.sleep(600)
-        return ""
+        return "", []
 
     @ray.method(concurrency_group="ahead")
     def prefetch(self, request_json: str) -> bool:

@@ -31,3 +31,11 @@ def test_an_address_given_is_the_one_reached(calls, monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", "http://head:8265")
     _init_ray(RunConfig(), None)
     assert [c["address"] for c in calls] == ["ray://head:10001", "http://head:8265"]
+
+
+def test_the_actors_output_is_streamed_to_the_driver_only_when_the_config_asks(calls):
+    from search.config import RayConfig
+
+    _init_ray(RunConfig(), None)
+    _init_ray(RunConfig(ray=RayConfig(log_to_driver=True)), "ray://head:10001")
+    assert [c["log_to_driver"] for c in calls] == [False, True]

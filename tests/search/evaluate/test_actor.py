@@ -1,0 +1,56 @@
+"""The evaluator actor's own books, without Ray: an evaluation's answer names which of the requests
+announced to it are compiled, never one that began or was withdrawn, so that the pool starts one
+of those on the freed lane without asking (search/evaluate/ray_pool.py ``_finish``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from search.config import SimulationConfig
+from search.engine.messages import EvalOutcome
+from search.evaluate.actor import EvaluatorActor, Simulation
+from search.evaluate.simulated.worker import SimulatedWorker
+from tests.search.evaluate.test_simulated_worker import FakeClock, request
+
+pytest.importorskip("ray")
+
+
+def actor(tmp_path, compile_ahead: bool = True):
+    made = EvaluatorActor.__ray_metadata__.modified_class(  # type: ignore[attr-defined]
+        str(tmp_path / "work"), {}, "gpu0", compile_ahead, 2,
+        Simulation(settings=SimulationConfig(), seed=7).model_dump_json())
+    clock = FakeClock()
+    # Time passes only when the test says: an evaluation's own waits take none.
+    made.worker = SimulatedWorker(SimulationConfig(), seed=7, name="gpu0", lanes=2, compile_ahead=compile_ahead,
+                                  clock=clock, sleep=lambda seconds: None)
+    return made, clock
+
+
+def test_an_evaluations_answer_names_the_announced_requests_compiled_and_no_other(tmp_path):
+    made, clock = actor(tmp_path)
+    for cid in ("c1", "c2", "c3", "c4"):
+        assert made.prefetch(request(cid, "householder_unblocked").model_dump_json())
+    made.withdraw("c2")
+    clock.sleep(3600.0)  # every compile announced has ended
+    outcome_json, compiled = made.evaluate(request("c1", "householder_unblocked").model_dump_json())
+    assert EvalOutcome.model_validate_json(outcome_json).candidate_id == "c1"
+    assert compiled == ["c3", "c4"]  # not c1 (it ran), not c2 (withdrawn)
+    _, compiled = made.evaluate(request("c3", "householder_unblocked").model_dump_json())
+    assert compiled == ["c4"]
+
+
+def test_an_answer_names_nothing_still_compiling(tmp_path):
+    made, clock = actor(tmp_path)
+    assert made.prefetch(request("c1", "householder_unblocked").model_dump_json())
+    assert made.evaluate(request("c0", "householder_unblocked").model_dump_json())[1] == []  # c1 compiles
+    clock.sleep(3600.0)
+    outcome_json, compiled = made.evaluate(request("c2", "householder_unblocked").model_dump_json())
+    assert compiled == ["c1"] and EvalOutcome.model_validate_json(outcome_json).candidate_id == "c2"
+
+
+def test_without_compile_ahead_an_answer_names_none(tmp_path):
+    """A worker without compile-ahead calls every request compiled; the pool must keep asking it
+    (its answer then says what a lane may start), not take the claim from an evaluation's end."""
+    made, _ = actor(tmp_path, compile_ahead=False)
+    assert not made.prefetch(request("c1", "householder_unblocked").model_dump_json())
+    assert made.evaluate(request("c0", "householder_unblocked").model_dump_json())[1] == []
