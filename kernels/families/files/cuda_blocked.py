@@ -2963,8 +2963,8 @@ def _apply(c: torch.Tensor, v_t: torch.Tensor, t: torch.Tensor, src: torch.Tenso
     narrow_cols = PARAMS["narrow_cols_gt1024"] if n > 1024 else PARAMS["narrow_cols_le1024"] if n > 512 else 0
     if (n > 1024 or narrow_cols > 0) and c.shape[2] <= narrow_cols:
         # A few columns of a tall matrix: a Triton program per column tile would leave the GPU idle.
-        mode = PARAMS["narrow_gt1024"] if n > 1024 else "split"
-        if mode == "split" and width <= 64 and ext is not None and c.numel():
+        narrow_mode = PARAMS["narrow_gt1024"] if n > 1024 else "split"
+        if narrow_mode == "split" and width <= 64 and ext is not None and c.numel():
             if narrow is not None and c.shape[2] <= narrow[0].shape[2] and ext.narrow_update(source, c, v_t, t, *narrow):
                 return
             w = torch.zeros((c.shape[0], width, c.shape[2]), dtype=c.dtype, device=c.device)
@@ -2974,8 +2974,8 @@ def _apply(c: torch.Tensor, v_t: torch.Tensor, t: torch.Tensor, src: torch.Tenso
             else:
                 ext.apply_rows(source, c, v_t, torch.bmm(t.transpose(1, 2), w), _NO_T)
             return
-        if mode == "split":
-            mode = "fp32" if n > 1024 else PARAMS["update_le1024"]
+        if n > 1024:  # where the split path cannot take it, cuBLAS; below, the size class's update
+            mode = "fp32" if narrow_mode == "split" else narrow_mode
     warps = PARAMS["apply_warps_le512" if n <= 512 else "apply_warps_le1024" if n <= 1024 else "apply_warps_gt1024"]
     if mode != "fp32" and c.stride(2) == 1 and c.numel() and c.shape[0] < 65536:  # grid's y limit
         assert source.stride() == c.stride()

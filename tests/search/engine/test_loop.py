@@ -278,13 +278,11 @@ def test_requests_carry_the_configs_timing_and_limits_unchanged(tmp_path, famili
     assert seen and all(r.timing == timing and r.limits == limits for r in seen)
 
 
-def test_a_new_child_and_its_start_are_one_commit(tmp_path, families, monkeypatch):
-    """A child proposed for a free evaluator is stored already running, in one transaction: with the
-    tell's, two commits per evaluation (three before, a third of the store's time at 64 evaluators)."""
+def _count_commits(monkeypatch) -> list[int]:
+    """A list that grows by one at each store COMMIT from now on."""
     from population.store_file import StoreFile
 
-    loop = make_loop(config(tmp_path), families, max_evals=40)
-    commits = []
+    commits: list[int] = []
     original = StoreFile._execute
 
     def execute(self, sql, params=()):
@@ -293,6 +291,14 @@ def test_a_new_child_and_its_start_are_one_commit(tmp_path, families, monkeypatc
         return original(self, sql, params)
 
     monkeypatch.setattr(StoreFile, "_execute", execute)
+    return commits
+
+
+def test_a_new_child_and_its_start_are_one_commit(tmp_path, families, monkeypatch):
+    """A child proposed for a free evaluator is stored already running, in one transaction: with the
+    tell's, two commits per evaluation (three before, a third of the store's time at 64 evaluators)."""
+    loop = make_loop(config(tmp_path), families, max_evals=40)
+    commits = _count_commits(monkeypatch)
     loop.start()
     while loop.stats.evaluations < 10:  # the seeds (stored before the loop) are evaluated first
         loop.step()
@@ -312,19 +318,9 @@ def test_a_steps_outcomes_and_children_are_one_commit(tmp_path, families, monkey
     """Every change a step makes (the outcomes it tells, the children it stores and starts) commits
     once, at the step's end: a commit each was two to three an evaluation.  (A duel's verdict is
     recorded as the pool's answer arrives, before the step: no duels here.)"""
-    from population.store_file import StoreFile
-
     evaluation = EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu", duel_below_ms=0.0)
     loop = make_loop(config(tmp_path, evaluation=evaluation), families, pool=FakePool(size=3), max_evals=40)
-    commits = []
-    original = StoreFile._execute
-
-    def execute(self, sql, params=()):
-        if sql == "COMMIT":
-            commits.append(1)
-        return original(self, sql, params)
-
-    monkeypatch.setattr(StoreFile, "_execute", execute)
+    commits = _count_commits(monkeypatch)
     loop.start()
     per_step, told = [], 0
     while not loop.finished:
