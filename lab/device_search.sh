@@ -58,7 +58,7 @@ honesty() {  # honesty G: a standalone `qrsearch bench` of each seed file on the
   region=$(python3 tools/honesty_table.py region "$run")  # timed as the search timed them
   # The standalone benches run on the CPUs the search's timing child ran on (evaluator 0's slice).
   local cpus
-  cpus=$(python3 -c "import os; from search.evaluate.compile_ahead import split_cpus
+  cpus=$(python3 -c "import os; from search.evaluate.placement import split_cpus
 print(','.join(map(str, sorted(split_cpus(sorted(os.sched_getaffinity(0)), 0, 1)[0]))))")
   while read -r file cases family short; do
     i=$((i + 1))

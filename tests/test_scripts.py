@@ -464,3 +464,21 @@ def test_leaf_factor_probe_layouts_factor_and_invert_as_float64_does_and_flag_a_
     assert ok[0] == 1 and torch.allclose(r[0, :20, :20], want, rtol=1e-10, atol=1e-12)
     assert not r[0, 20:].any() and not r[0, :, 20:].any() and not ri[0, 20:].any()
     assert torch.allclose(ri[0, :20, :20] @ want, torch.eye(20, dtype=torch.float64), atol=1e-9)
+
+
+def test_the_shell_scripts_import_only_names_the_project_has():
+    """The Python that lab/ and tools/ shell scripts run inline (python3 -c, heredocs) imports names
+    from the project's packages: a name moved or renamed breaks the script only on the GPU machine,
+    after minutes of device time (a device search's standalone benches did)."""
+    import importlib
+    import re
+
+    imports = set()
+    for script in sorted((ROOT / "lab").glob("*.sh")) + sorted((ROOT / "tools").glob("*.sh")):
+        for module, names in re.findall(r"from ((?:search|kernels|population)[\w.]*) import ([\w, ]+)",
+                                        script.read_text()):
+            imports |= {(script.name, module, name.strip()) for name in names.split(",") if name.strip()}
+    assert imports, "no project imports found in the shell scripts: the pattern above is stale"
+    missing = [(script, module, name) for script, module, name in sorted(imports)
+               if not hasattr(importlib.import_module(module), name)]
+    assert not missing, missing

@@ -11,7 +11,7 @@ FAMILY=$1 OVERRIDES=$2 CASES=$3 ROUNDS=${4:-3}
 . lab/device_common.sh
 B=$(mktemp -d)/$FAMILY.py
 python3 tools/param_variant.py "$FAMILY" "$OVERRIDES" "$B" || exit 2
-cpus=$(python3 -c "import os; from search.evaluate.compile_ahead import split_cpus
+cpus=$(python3 -c "import os; from search.evaluate.placement import split_cpus
 print(','.join(map(str, sorted(split_cpus(sorted(os.sched_getaffinity(0)), 0, 1)[0]))))")
 for r in $(seq 1 "$ROUNDS"); do
   for side in A B; do

@@ -343,6 +343,7 @@ class ReferencePanel:
         self.clear_tail_calls = 0
         self.cross_calls = 0
         self.apply_rows_calls = 0
+        self.pdl = {"cholqr_panel": set(), "cross": set(), "apply_rows": set()}  # the pdl flags each was given
 
     def panel(self, S, H, tau, vt, t, k, w, rpl, warps, cpw, minb, kept=None, async_loads=False) -> None:
         """With kept (per matrix, the columns its factorisation keeps; empty: all), a matrix whose kept
@@ -370,7 +371,7 @@ class ReferencePanel:
             tau[b, cut if not kept.numel() else min(cut, int(kept[b])):] = 0.0
 
     def cholqr_panel(self, S, H, tau, vt, t, acc, small, flags, k, w, sweep=0, one_pass=0.0, threads=1024,
-                     block=0, fold=False) -> None:
+                     block=0, fold=False, pdl=False) -> None:
         """The Cholesky QR leaf promises what panel() does (its inverses by triangular solves or in
         the factors' sweeps alike), from workspaces sized as its host code checks, and leaves its
         Gram accumulator zero for the next leaf."""
@@ -382,7 +383,8 @@ class ReferencePanel:
         assert not acc.any(), "the Gram accumulator must be zero when a leaf starts"
         assert sweep in (0, 1, 2, 3) and 0.0 <= one_pass < 1e-3 and threads in (1024, 256, 128), (sweep, one_pass, threads)
         assert sweep != 3 or block in (4, 8), block
-        assert isinstance(fold, bool), fold
+        assert isinstance(fold, bool) and isinstance(pdl, bool), (fold, pdl)
+        self.pdl["cholqr_panel"].add(pdl)
         self._factor_panel(S, H, tau, vt, t, k, w)
 
     def cholqr_leaf(self, S, H, tau, vt, t, acc, small, flags, gram, ctrl, k, w) -> None:
@@ -430,16 +432,18 @@ class ReferencePanel:
         keep = ~(norms <= limit)
         kept.copy_(torch.where(keep, torch.arange(A.shape[-1]) + 1, 0).amax(dim=1).to(torch.int32))
 
-    def cross(self, A, B, out, quads=False) -> None:
+    def cross(self, A, B, out, quads=False, pdl=False) -> None:
         """out += A Bᵀ (a block merge's V1ᵀV2, or a narrow update's VᵀC with C's columns as B's rows)."""
         self.cross_calls += 1
+        self.pdl["cross"].add(pdl)
         assert 1 in (A.stride(1), A.stride(2)) and 1 in (B.stride(1), B.stride(2)) and out.stride(2) == 1
         assert A.shape[1] <= 64 and A.shape[0] == B.shape[0] == out.shape[0] and A.shape[2] == B.shape[2]
         out += A @ B.transpose(1, 2)
 
-    def apply_rows(self, S, C, vt, W, t) -> None:
+    def apply_rows(self, S, C, vt, W, t, pdl=False) -> None:
         """C = S - V W with V given as Vᵀ (at most 64 rows); C = S - V Tᵀ W where t is not empty."""
         self.apply_rows_calls += 1
+        self.pdl["apply_rows"].add(pdl and t.numel() > 0)
         assert S.shape == C.shape and S.stride() == C.stride() and vt.shape[1] <= 64 and vt.shape[2] == C.shape[1]
         if t.numel():
             assert t.shape == (vt.shape[0], vt.shape[1], vt.shape[1]) and t.stride(2) == 1
@@ -632,6 +636,8 @@ def test_blocked_tall_panels_with_a_reference_panel(tmp_path, monkeypatch, param
     ({}, 1100),  # the defaults above 1024: narrow updates split over the rows
     ({"cholqr_fused": True}, 1100),  # leaves in one launch each
     ({"cholqr_fused": True, "narrow_fused": True, "merge_fused": True}, 1100),  # and the narrow updates, merges
+    ({"pdl": True}, 1100),  # the leaves' and split updates' launches after their first as programmatic ones
+    ({"pdl": True, "narrow_fold_t": False}, 1100),  # cuBLAS's Tᵀ product between: apply_rows launched plainly
 ])
 def test_blocked_cholqr_leaves_with_a_reference_panel(tmp_path, monkeypatch, params, n):
     """Where a size class asks for Cholesky QR leaves, the leaves of enough rows take them (tall ones
@@ -662,6 +668,12 @@ def test_blocked_cholqr_leaves_with_a_reference_panel(tmp_path, monkeypatch, par
     if n > 1024:
         assert module._cholqr_leaf(n, 1025, 32) and not module._cholqr_leaf(n, 1025, 33)
         assert nb == 32
+    # pdl reaches the launches that follow one of the family's own kernels (a leaf's after its first Gram,
+    # cross_kernel after W's fill, apply_rows_kernel after cross_kernel), and only where asked
+    for kind in ("cholqr_panel", "cross", "apply_rows"):
+        if getattr(reference, {"cholqr_panel": "cholqr_calls"}.get(kind, f"{kind}_calls")) > reference.leaf_calls:
+            want_pdl = module.PARAMS["pdl"] and (kind != "apply_rows" or module.PARAMS["narrow_fold_t"])
+            assert reference.pdl[kind] == {want_pdl}, (kind, reference.pdl[kind])
 
 
 @pytest.mark.parametrize("cols", [0, 32, 64])
@@ -1061,13 +1073,16 @@ def test_panel_kernel_matches_the_reference_panel_on_gpu(tmp_path, params):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fused, sweep, one_pass, threads, block, fold", [
-    (False, 0, 0.0, 1024, 0, False), (False, 1, 0.0, 1024, 0, False), (False, 2, 0.0, 1024, 0, False),
-    (True, 0, 0.0, 1024, 0, False), (False, 1, 1e-7, 1024, 0, False), (False, 2, 1e-7, 128, 0, False),
-    (False, 0, 1e-6, 1024, 0, False), (False, 1, 0.0, 256, 0, False), (False, 1, 1e-7, 128, 0, False),
-    (False, 3, 0.0, 1024, 8, False), (False, 3, 1e-7, 1024, 8, False), (False, 3, 1e-7, 1024, 4, False),
-    (False, 1, 1e-7, 1024, 0, True), (False, 3, 1e-7, 1024, 8, True), (False, 3, 1e-7, 1024, 4, True)])
-def test_cholqr_leaf_matches_the_reference_panel_on_gpu(tmp_path, fused, sweep, one_pass, threads, block, fold):
+@pytest.mark.parametrize("fused, sweep, one_pass, threads, block, fold, pdl", [
+    (False, 0, 0.0, 1024, 0, False, False), (False, 1, 0.0, 1024, 0, False, False),
+    (False, 2, 0.0, 1024, 0, False, True), (True, 0, 0.0, 1024, 0, False, False),
+    (False, 1, 1e-7, 1024, 0, False, False), (False, 2, 1e-7, 128, 0, False, False),
+    (False, 0, 1e-6, 1024, 0, False, True), (False, 1, 0.0, 256, 0, False, False),
+    (False, 1, 1e-7, 128, 0, False, False), (False, 3, 0.0, 1024, 8, False, False),
+    (False, 3, 1e-7, 1024, 8, False, False), (False, 3, 1e-7, 1024, 4, False, False),
+    (False, 1, 1e-7, 1024, 0, True, False), (False, 3, 1e-7, 1024, 8, True, False),
+    (False, 3, 1e-7, 1024, 8, True, True), (False, 3, 1e-7, 1024, 4, True, False)])
+def test_cholqr_leaf_matches_the_reference_panel_on_gpu(tmp_path, fused, sweep, one_pass, threads, block, fold, pdl):
     """The Cholesky QR leaf on the GPU: tall and short panels, partial widths, read from the input or
     in place.  Ordinary matrices match the reference panel (with one_pass, in one pass: the dense
     ones' first pass bounds Q's loss well under 1e-7); matrices whose panel is nearly dependent
@@ -1099,11 +1114,11 @@ def test_cholqr_leaf_matches_the_reference_panel_on_gpu(tmp_path, fused, sweep, 
             ext.cholqr_leaf(*got, acc, small, flags, gram, ctrl, k, w)
             assert not gram.any() and not ctrl.any(), "the fused leaf must leave its Grams and counters zero"
         else:
-            ext.cholqr_panel(*got, acc, small, flags, k, w, sweep, one_pass, threads, block, fold)
+            ext.cholqr_panel(*got, acc, small, flags, k, w, sweep, one_pass, threads, block, fold, pdl)
         assert not acc.any(), "the leaf must leave its Gram accumulator zero"
         ReferencePanel(set()).cholqr_panel(*want, acc.cpu(), small.cpu(), flags.cpu(), k, w)
         where = (f"batch={batch} n={n} k={k} w={w} {profile} fused={fused} sweep={sweep} one_pass={one_pass} "
-                 f"threads={threads} block={block} fold={fold}")
+                 f"threads={threads} block={block} fold={fold} pdl={pdl}")
         if one_pass and profile == "dense":
             assert flags[0].item() == (3 if fold else 2), (where, flags.tolist())  # one pass (built in the first kernel)
         # the fused leaf decides per matrix inside the launch: what it flagged shows in the properties
@@ -1135,11 +1150,13 @@ def _check_panel_properties(p, h, tau, vt, t, where: str) -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("quads, cols", [(False, 150), (True, 150), (True, 132)])
-def test_split_products_match_torch_on_gpu(tmp_path, quads, cols):
+@pytest.mark.parametrize("quads, cols, pdl", [(False, 150, False), (True, 150, False), (True, 132, False),
+                                             (False, 150, True)])
+def test_split_products_match_torch_on_gpu(tmp_path, quads, cols, pdl):
     """The merge's and the narrow update's split products on windows like the factorisation's: Vᵀ rows
     n apart, C a view of H (its columns as the second operand's rows), partial chunks and tiles; the
-    sums added a float or (quads, where W's rows allow) four at a time."""
+    sums added a float or (quads, where W's rows allow) four at a time; launched as programmatic
+    dependent launches (pdl), each right after the kernel whose output it reads."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
     module = _module("cuda_blocked", tmp_path)
@@ -1151,20 +1168,20 @@ def test_split_products_match_torch_on_gpu(tmp_path, quads, cols):
     vt = torch.randn((batch, 64, n), device="cuda", generator=gen)[:, :width, :m]
     c = h[:, k:, k + width:k + width + cols]
     out = torch.zeros((batch, width, cols), device="cuda")
-    ext.cross(vt, c.transpose(1, 2), out, quads)
+    ext.cross(vt, c.transpose(1, 2), out, quads, pdl)
     want = vt.double() @ c.double()
     assert ((out.double() - want).abs().max() / want.abs().max()).item() < 1e-5
     cross = torch.zeros((batch, width, 40), device="cuda")
-    ext.cross(vt, vt[:, :40], cross, quads)
+    ext.cross(vt, vt[:, :40], cross, quads, pdl)
     torch.testing.assert_close(cross.double(), vt.double() @ vt[:, :40].double().transpose(1, 2), rtol=1e-5, atol=1e-3)
     w = torch.randn((batch, width, cols), device="cuda", generator=gen)
     before = h.clone()
-    ext.apply_rows(c, c, vt, w, torch.empty((0,), device="cuda"))
+    ext.apply_rows(c, c, vt, w, torch.empty((0,), device="cuda"), pdl)
     want_c = before[:, k:, k + width:k + width + cols].double() - vt.double().transpose(1, 2) @ w.double()
     torch.testing.assert_close(c.double(), want_c, rtol=1e-5, atol=1e-3)
     t = torch.triu(torch.randn((batch, 64, 64), device="cuda", generator=gen))[:, :width, :width] / 8
     again = c.clone()
-    ext.apply_rows(c, c, vt, w, t)
+    ext.apply_rows(c, c, vt, w, t, pdl)
     want_c = again.double() - vt.double().transpose(1, 2) @ (t.double().transpose(1, 2) @ w.double())
     torch.testing.assert_close(c.double(), want_c, rtol=1e-5, atol=1e-3)
     outside = torch.ones_like(h, dtype=torch.bool)

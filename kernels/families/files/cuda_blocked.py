@@ -44,7 +44,11 @@ overlaps another's (640x512 panels 2.12 -> 1.70 ms on an H200).  The warp that b
 reflector works on its slot of the register tile in place (a copy of the step per slot) where
 registers allow, instead of selecting the column out and back: at 60x1024 the selects spilled
 (panels 2.27 -> 1.63 ms without them), at 640x512 they cost 1.70 -> 1.54 ms
-(kernels/BENCHMARKS.md#panels-two-to-an-sm).
+(kernels/BENCHMARKS.md#panels-two-to-an-sm).  A tall leaf's launches after its first Gram, and a split
+update's two kernels, are programmatic dependent launches (PARAMS pdl, sm_90): each is scheduled
+while the kernel before it still runs and waits on the GPU for that kernel's writes, so the leaf's
+chain of short launches does not pay each launch's latency (2x4096 9.99 -> 9.78 ms, 8x2048 5.55 ->
+5.46 on an H100).
 
 Reflectors follow LAPACK slarfg (beta = -sign(alpha)·‖x‖, tau = 0 for a zero tail), the
 norm rescaled by max|x| when its square would under- or overflow.  With
@@ -187,6 +191,7 @@ PARAMS = {
     'cholqr_fold': True,
     'cross_min_rows': 1024,
     'cross_quads': False,
+    'pdl': True,
     'narrow_gt1024': 'split',
     'narrow_cols_gt1024': 256,
     'narrow_cols_le1024': 0,
@@ -318,6 +323,10 @@ SPACE = {
     # The split products' sums (VᵀC, V1ᵀV2) added into their output as float4 atomics, four columns a
     # request (a quarter of the requests, where the output's rows allow), or one float at a time.
     "cross_quads": [False, True],
+    # The Cholesky QR leaf's launches after its first Gram, and a split update's two kernels, as
+    # programmatic dependent launches (sm_90): each may be scheduled while the kernel before it runs
+    # and waits for it on the GPU, instead of the launch's latency on the chain each time.
+    "pdl": [False, True],
     # Updates of at most narrow_cols_gt1024 columns above n = 1024 (inside a block, and the last
     # ones): "split" computes VᵀC split over the rows and C -= V·(TᵀW) by row chunks in exact FP32 on
     # the CUDA cores (V at most 64 wide; wider ones take cuBLAS FP32), "fp32" is cuBLAS (a few blocks
@@ -522,6 +531,24 @@ def _apply_tile(S, C, VT, T, m, ncols, width, scb, scr, svb, svr, stb, str_, j, 
 _DEVICE_SOURCE = r"""
 
 constexpr unsigned FULL = 0xffffffffu;
+
+// Programmatic dependent launch (sm_90).  A kernel launched with it (launch_after) may be scheduled
+// while the kernel before it on the stream still runs, so the leaf's short launches do not each pay
+// the launch's latency on the chain.  pdl_wait() holds the grid until that kernel has finished and
+// its writes are visible: every kernel that may be launched so calls it before it reads or writes
+// global memory.  pdl_release() lets the stream's next such launch be scheduled now.  Both are
+// no-ops for an ordinary launch.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 __device__ __forceinline__ float warp_sum(float x) {
 #pragma unroll
@@ -872,6 +899,8 @@ constexpr int LEAF_TWO_PASSES = 0, LEAF_FALLBACK = 1, LEAF_ONE_PASS = 2, LEAF_DO
 // each a 2x2 tile of the Gram.  Matrices flagged by the first pass are skipped in the second.
 __global__ void __launch_bounds__(256) cholqr_gram_kernel(const float* S, int n, int k, int w, const double* M,
                                                           long long mstride, double* acc, const int* flags) {
+    pdl_wait();
+    pdl_release();
     const int b = blockIdx.y, r0 = blockIdx.x * GROWS, tid = threadIdx.x;
     if (M != nullptr && flags[b] != LEAF_TWO_PASSES) return;
     __shared__ double x[GROWS][QL];
@@ -1399,6 +1428,8 @@ __global__ void __launch_bounds__(1024 / E) cholqr_first_kernel(double* acc, int
                                                                 int* flags, const float* S, float* H, float* TAU,
                                                                 float* VT, float* T, int n, int k, long long vstride,
                                                                 long long tstride, int ldt) {
+    pdl_wait();
+    pdl_release();
     static_assert(NB == 0 || (SWEEP && E == 1), "the blocked sweep holds an element a thread");
     static_assert(!FOLD || SWEEP, "the folded reconstruction is the sweeps'");
     const int b = blockIdx.x, j = threadIdx.x & 31;
@@ -1508,6 +1539,8 @@ __device__ __forceinline__ bool warp_cholesky_inverse(double (&x)[QB], double (&
 // writes, with the factor and its inverse in registers and shuffles instead of 32 block barriers.
 __global__ void __launch_bounds__(32) cholqr_first_warp_kernel(double* acc, int w, int m, double one_pass,
                                                                 double* small, int* flags) {
+    pdl_wait();
+    pdl_release();
     const int b = blockIdx.x, j = threadIdx.x & 31;
     double x[QB], a[QB], own_diag;
 #pragma unroll
@@ -1654,6 +1687,8 @@ template <bool SWEEP, int E>
 __global__ void __launch_bounds__(1024 / E, SWEEP ? 1 : 0) cholqr_second_kernel(const float* S, float* H, float* TAU, float* VT, float* T,
                                                              int n, int k, int w, long long vstride, long long tstride,
                                                              int ldt, double* acc, double* small, int* flags) {
+    pdl_wait();
+    pdl_release();
     const int b = blockIdx.x, j = threadIdx.x & 31;
     const int flag = flags[b];
     if (flag == LEAF_DONE) return;
@@ -1722,6 +1757,8 @@ __global__ void __launch_bounds__(1024 / E, SWEEP ? 1 : 0) cholqr_second_kernel(
 // The rows below the top block: V = P2 N, into H and Vᵀ.
 __global__ void __launch_bounds__(256) cholqr_rows_kernel(const float* S, float* H, float* VT, int n, int k, int w,
                                                           long long vstride, const double* small, const int* flags) {
+    pdl_wait();
+    pdl_release();
     const int b = blockIdx.y, r0 = blockIdx.x * GROWS, tid = threadIdx.x;
     if (flags[b] == LEAF_FALLBACK) return;
     __shared__ double x[GROWS][QL];
@@ -1797,6 +1834,8 @@ __global__ void __launch_bounds__(256) cross_kernel(const float* A, const float*
                                                     long long sa, long long sb, long long so, long long a_row,
                                                     long long a_pos, long long b_row, long long b_pos, int ldo,
                                                     bool quads) {
+    pdl_wait();
+    pdl_release();
     const int b = blockIdx.y, c0 = blockIdx.x * 64, q0 = blockIdx.z * 64, tid = threadIdx.x;
     __shared__ float a[64][65], bb[64][65];
     const float* ab = A + (size_t)b * sa;
@@ -1864,6 +1903,8 @@ __global__ void __launch_bounds__(256) apply_rows_kernel(const float* S, float* 
                                                          const float* T, int m, int ncols, int p, long long sc,
                                                          long long sv, long long sw, long long st, int ldc, int vrow,
                                                          int ldw, int ldt) {
+    pdl_wait();
+    pdl_release();
     const int b = blockIdx.y, r0 = blockIdx.x * 64, j0 = blockIdx.z * 64, tid = threadIdx.x;
     const int ti = tid >> 4, tj = tid & 15;
     __shared__ float v[64][65], w[64][65];
@@ -2506,6 +2547,25 @@ void launch(const at::Tensor& S, at::Tensor& H, at::Tensor& tau, at::Tensor& vt,
         (long long)vt.stride(0), (long long)t.stride(0), (int)t.stride(1), kept, async_loads);
 }
 
+// kernel<<<grid, block, smem, stream>>>(args...), with pdl a programmatic dependent launch: it may be
+// scheduled before the stream's previous kernel has finished (the kernel waits for it in pdl_wait).
+// Only for kernels that call pdl_wait before touching global memory.
+template <typename... Params, typename... Args>
+void launch_after(bool pdl, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                  Args... args) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attribute;
+    config.numAttrs = pdl ? 1 : 0;
+    C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
+}
+
 
 }  // namespace
 
@@ -2584,7 +2644,7 @@ void check_leaf(const at::Tensor& S, const at::Tensor& H, const at::Tensor& tau,
 // (ignored unless the first pass is the sweeps' or blocked on 1024 threads and one_pass > 0).
 void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc,
                   at::Tensor small, at::Tensor flags, int64_t k, int64_t w, int64_t inverse, double one_pass,
-                  int64_t threads, int64_t block, bool fold) {
+                  int64_t threads, int64_t block, bool fold, bool pdl) {
     check_leaf(S, H, tau, vt, t, acc, small, flags, k, w);
     TORCH_CHECK(inverse >= 0 && inverse <= 3, "cholqr_panel: inverse must be 0 (solve), 1 (sweep), 2 (warp) or 3 (blocked)");
     TORCH_CHECK(one_pass >= 0.0 && one_pass < 1e-3, "cholqr_panel: one_pass must be in [0, 1e-3), not ", one_pass);
@@ -2615,19 +2675,21 @@ void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at:
                  : !sweep ? cholqr_first_kernel<false, 1, 0, false>
                  : threads_ == 1024 ? (fold_ ? cholqr_first_kernel<true, 1, 0, true> : cholqr_first_kernel<true, 1, 0, false>)
                  : threads_ == 256 ? cholqr_first_kernel<true, 4, 0, false> : cholqr_first_kernel<true, 8, 0, false>;
+    // The four launches after the first Gram follow one of this leaf's own kernels: with pdl each may be
+    // scheduled while the one before it runs.
     if (inverse == 2)
-        cholqr_first_warp_kernel<<<(unsigned)batch, 32, 0, stream>>>(g, ww, m, one_pass, sm, f);
+        launch_after(pdl, cholqr_first_warp_kernel, dim3((unsigned)batch), dim3(32), 0, stream, g, ww, m, one_pass, sm, f);
     else
-        first<<<(unsigned)batch, threads_, 0, stream>>>(g, ww, m, one_pass, sm, f, s, h, taup, vtp, tp, n, kk, vs, ts, ldt);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    cholqr_gram_kernel<<<grid, 256, 0, stream>>>(s, n, kk, ww, sm + QB * QB, 4 * QB * QB, g, f);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+        launch_after(pdl, first, dim3((unsigned)batch), dim3(threads_), 0, stream, g, ww, m, one_pass, sm, f, s, h, taup,
+                     vtp, tp, n, kk, vs, ts, ldt);
+    launch_after(pdl, cholqr_gram_kernel, grid, dim3(256), 0, stream, s, n, kk, ww, (const double*)(sm + QB * QB),
+                 (long long)(4 * QB * QB), g, (const int*)f);
     auto second = !sweep ? cholqr_second_kernel<false, 1> : threads_ == 1024 ? cholqr_second_kernel<true, 1>
                   : threads_ == 256 ? cholqr_second_kernel<true, 4> : cholqr_second_kernel<true, 8>;
-    second<<<(unsigned)batch, threads_, 0, stream>>>(s, h, taup, vtp, tp, n, kk, ww, vs, ts, ldt, g, sm, f);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    cholqr_rows_kernel<<<grid, 256, 0, stream>>>(s, h, vtp, n, kk, ww, vs, sm, f);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    launch_after(pdl, second, dim3((unsigned)batch), dim3(threads_), 0, stream, s, h, taup, vtp, tp, n, kk, ww, vs, ts, ldt,
+                 g, sm, f);
+    launch_after(pdl, cholqr_rows_kernel, grid, dim3(256), 0, stream, s, h, vtp, n, kk, ww, vs, (const double*)sm,
+                 (const int*)f);
 }
 
 // The same leaf in one launch (cholqr_leaf_kernel) where every chunk of a matrix can be resident at
@@ -2653,7 +2715,7 @@ void cholqr_leaf(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::
     const int chunks = (n - (int)k + GROWS - 1) / GROWS;
     const long long resident = (long long)per_sm * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
     if (chunks > resident || batch * chunks > (1LL << 31) - 1) {
-        cholqr_panel(S, H, tau, vt, t, acc, small, flags, k, w, 0, 0.0, 1024, 0, false);
+        cholqr_panel(S, H, tau, vt, t, acc, small, flags, k, w, 0, 0.0, 1024, 0, false, false);
         return;
     }
     cholqr_leaf_kernel<<<(unsigned)(batch * chunks), LEAF_THREADS, bytes, at::cuda::getCurrentCUDAStream()>>>(
@@ -2666,7 +2728,7 @@ void cholqr_leaf(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::
 // out += A Bᵀ for float32 CUDA tensors A (batch x p x len), B (batch x q x len) with any strides
 // whose rows or positions are contiguous, p <= 64; out batch x p x q with unit column stride.  quads:
 // the sums added as float4 atomics where out's rows are 16-byte aligned.
-void cross(at::Tensor A, at::Tensor B, at::Tensor out, bool quads) {
+void cross(at::Tensor A, at::Tensor B, at::Tensor out, bool quads, bool pdl) {
     TORCH_CHECK(A.is_cuda() && B.is_cuda() && out.is_cuda() && A.scalar_type() == at::kFloat &&
                 B.scalar_type() == at::kFloat && out.scalar_type() == at::kFloat && A.dim() == 3 && B.dim() == 3 &&
                 out.dim() == 3, "cross: float32 CUDA batch x rows x len tensors");
@@ -2678,17 +2740,17 @@ void cross(at::Tensor A, at::Tensor B, at::Tensor out, bool quads) {
     if (batch == 0 || len == 0 || A.size(1) == 0 || B.size(1) == 0) return;
     const c10::cuda::CUDAGuard guard(A.device());
     const dim3 grid((unsigned)((len + 63) / 64), (unsigned)batch, (unsigned)((B.size(1) + 63) / 64));
-    cross_kernel<<<grid, 256, 0, at::cuda::getCurrentCUDAStream()>>>(
-        A.data_ptr<float>(), B.data_ptr<float>(), out.data_ptr<float>(), (int)A.size(1), (int)B.size(1), (int)len,
-        (long long)A.stride(0), (long long)B.stride(0), (long long)out.stride(0), (long long)A.stride(1),
-        (long long)A.stride(2), (long long)B.stride(1), (long long)B.stride(2), (int)out.stride(1), quads);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    launch_after(pdl, cross_kernel, grid, dim3(256), 0, at::cuda::getCurrentCUDAStream(),
+        (const float*)A.data_ptr<float>(), (const float*)B.data_ptr<float>(), out.data_ptr<float>(), (int)A.size(1),
+        (int)B.size(1), (int)len, (long long)A.stride(0), (long long)B.stride(0), (long long)out.stride(0),
+        (long long)A.stride(1), (long long)A.stride(2), (long long)B.stride(1), (long long)B.stride(2),
+        (int)out.stride(1), quads);
 }
 
 // C = S - V W with V given as vt (batch x p x m, unit column stride, p <= 64), W batch x p x ncols
 // and C, S batch x m x ncols (unit column stride, the same strides); with t not empty (batch x p x p,
 // unit column stride), C = S - V Tᵀ W.
-void apply_rows(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor W, at::Tensor t) {
+void apply_rows(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor W, at::Tensor t, bool pdl) {
     TORCH_CHECK(S.is_cuda() && C.is_cuda() && vt.is_cuda() && W.is_cuda() && C.scalar_type() == at::kFloat &&
                 S.scalar_type() == at::kFloat && vt.scalar_type() == at::kFloat && W.scalar_type() == at::kFloat,
                 "apply_rows: float32 CUDA tensors");
@@ -2705,12 +2767,12 @@ void apply_rows(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor W, at::Ten
     const c10::cuda::CUDAGuard guard(C.device());
     const dim3 grid((unsigned)((m + 63) / 64), (unsigned)batch, (unsigned)((ncols + 63) / 64));
     auto kernel = with_t ? apply_rows_kernel<true> : apply_rows_kernel<false>;
-    kernel<<<grid, 256, 0, at::cuda::getCurrentCUDAStream()>>>(
-        S.data_ptr<float>(), C.data_ptr<float>(), vt.data_ptr<float>(), W.data_ptr<float>(),
-        with_t ? t.data_ptr<float>() : nullptr, (int)m, (int)ncols, (int)vt.size(1), (long long)C.stride(0),
-        (long long)vt.stride(0), (long long)W.stride(0), with_t ? (long long)t.stride(0) : 0LL, (int)C.stride(1),
-        (int)vt.stride(1), (int)W.stride(1), with_t ? (int)t.stride(1) : 0);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    launch_after(pdl, kernel, grid, dim3(256), 0, at::cuda::getCurrentCUDAStream(),
+        (const float*)S.data_ptr<float>(), C.data_ptr<float>(), (const float*)vt.data_ptr<float>(),
+        (const float*)W.data_ptr<float>(), with_t ? (const float*)t.data_ptr<float>() : nullptr, (int)m, (int)ncols,
+        (int)vt.size(1), (long long)C.stride(0), (long long)vt.stride(0), (long long)W.stride(0),
+        with_t ? (long long)t.stride(0) : 0LL, (int)C.stride(1), (int)vt.stride(1), (int)W.stride(1),
+        with_t ? (int)t.stride(1) : 0);
 }
 
 // C = S - V·(Tᵀ·(Vᵀ S)) in one launch (narrow_update_kernel), or false where a matrix's chunks could not
@@ -2848,17 +2910,17 @@ _CPP_SOURCE = ("void panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tenso
                "int64_t rpl, int64_t warps, int64_t cpw, int64_t minb, at::Tensor kept, bool async_loads);\n"
                "void cholqr_panel(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc, "
                "at::Tensor small, at::Tensor flags, int64_t k, int64_t w, int64_t inverse, double one_pass, "
-               "int64_t threads, int64_t block, bool fold);\n"
+               "int64_t threads, int64_t block, bool fold, bool pdl);\n"
                "void cholqr_leaf(at::Tensor S, at::Tensor H, at::Tensor tau, at::Tensor vt, at::Tensor t, at::Tensor acc, "
                "at::Tensor small, at::Tensor flags, at::Tensor gram, at::Tensor ctrl, int64_t k, int64_t w);\n"
-               "void cross(at::Tensor A, at::Tensor B, at::Tensor out, bool quads);\n"
+               "void cross(at::Tensor A, at::Tensor B, at::Tensor out, bool quads, bool pdl);\n"
                "bool narrow_update(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor t, at::Tensor W, at::Tensor ctrl);\n"
                "void merge(at::Tensor v1, at::Tensor v2, at::Tensor t1, at::Tensor t2, at::Tensor t12, at::Tensor X, "
                "at::Tensor count);\n"
                "void live_columns(at::Tensor A, at::Tensor live);\n"
                "void tail_columns(at::Tensor A, at::Tensor kept, double rel);\n"
                "void clear_tail(at::Tensor H, at::Tensor tau, int64_t cut, at::Tensor kept);\n"
-               "void apply_rows(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor W, at::Tensor t);")
+               "void apply_rows(at::Tensor S, at::Tensor C, at::Tensor vt, at::Tensor W, at::Tensor t, bool pdl);")
 
 _EXTENSIONS = {}
 _GRAPHS = {}
@@ -2968,11 +3030,12 @@ def _apply(c: torch.Tensor, v_t: torch.Tensor, t: torch.Tensor, src: torch.Tenso
             if narrow is not None and c.shape[2] <= narrow[0].shape[2] and ext.narrow_update(source, c, v_t, t, *narrow):
                 return
             w = torch.zeros((c.shape[0], width, c.shape[2]), dtype=c.dtype, device=c.device)
-            ext.cross(v_t, source.transpose(1, 2), w, PARAMS["cross_quads"])
+            # each launch follows the kernel before it on this stream (W's fill, then cross_kernel)
+            ext.cross(v_t, source.transpose(1, 2), w, PARAMS["cross_quads"], PARAMS["pdl"])
             if PARAMS["narrow_fold_t"]:
-                ext.apply_rows(source, c, v_t, w, t)
+                ext.apply_rows(source, c, v_t, w, t, PARAMS["pdl"])
             else:
-                ext.apply_rows(source, c, v_t, torch.bmm(t.transpose(1, 2), w), _NO_T)
+                ext.apply_rows(source, c, v_t, torch.bmm(t.transpose(1, 2), w), _NO_T, False)
             return
         if n > 1024:  # where the split path cannot take it, cuBLAS; below, the size class's update
             mode = "fp32" if narrow_mode == "split" else narrow_mode
@@ -3017,7 +3080,7 @@ def _block(ext, S: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, vt: torch.T
         elif _cholqr_leaf(n, m, width):
             ext.cholqr_panel(S, H, tau, vt, t, *work[:3], k, width, _INVERSE_MODES[PARAMS["cholqr_inverse"]],
                              float(PARAMS["cholqr_one_pass"]), PARAMS["cholqr_threads"], PARAMS["cholqr_block"],
-                             PARAMS["cholqr_fold"])
+                             PARAMS["cholqr_fold"], PARAMS["pdl"])
         else:
             rpl = _rows_per_lane(m)
             ext.panel(S, H, tau, vt, t, k, width, rpl, *_shape(nb, rpl, H.shape[0], sms),
@@ -3038,7 +3101,7 @@ def _block(ext, S: torch.Tensor, H: torch.Tensor, tau: torch.Tensor, vt: torch.T
         # V1ᵀV2 split over its m rows (the kernel takes V1 of up to 64 columns): cuBLAS ran this
         # long, thin product on a few blocks
         cross = torch.zeros((H.shape[0], w1, width - w1), dtype=H.dtype, device=H.device)
-        ext.cross(vt[:, :w1, w1:m], vt[:, w1:width, w1:m], cross, PARAMS["cross_quads"])
+        ext.cross(vt[:, :w1, w1:m], vt[:, w1:width, w1:m], cross, PARAMS["cross_quads"], PARAMS["pdl"])
     else:
         cross = torch.bmm(vt[:, :w1, w1:m], vt[:, w1:width, w1:m].transpose(1, 2))
     t[:, :w1, w1:width].baddbmm_(torch.bmm(t[:, :w1, :w1], cross), t[:, w1:width, w1:width], beta=0.0, alpha=-1.0)
