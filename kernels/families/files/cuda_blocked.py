@@ -2549,7 +2549,8 @@ void launch(const at::Tensor& S, at::Tensor& H, at::Tensor& tau, at::Tensor& vt,
 
 // kernel<<<grid, block, smem, stream>>>(args...), with pdl a programmatic dependent launch: it may be
 // scheduled before the stream's previous kernel has finished (the kernel waits for it in pdl_wait).
-// Only for kernels that call pdl_wait before touching global memory.
+// Only for kernels that call pdl_wait before touching global memory; an ordinary launch below sm_90,
+// which has no such launches.
 template <typename... Params, typename... Args>
 void launch_after(bool pdl, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                   Args... args) {
@@ -2562,7 +2563,7 @@ void launch_after(bool pdl, void (*kernel)(Params...), dim3 grid, dim3 block, si
     attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attribute[0].val.programmaticStreamSerializationAllowed = 1;
     config.attrs = attribute;
-    config.numAttrs = pdl ? 1 : 0;
+    config.numAttrs = pdl && at::cuda::getCurrentDeviceProperties()->major >= 9 ? 1 : 0;
     C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
 }
 
