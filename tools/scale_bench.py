@@ -75,6 +75,7 @@ class Probe:
         self.injected = 0
         self.injector: subprocess.Popen | None = None
         self.threads: dict[str, float] = {}  # threads_cpu_s() at the last window's end (Ray's end with ray.shutdown)
+        self.sent_bytes: dict[str, int] = defaultdict(int)  # string arguments of actor calls, by method
 
     def timed(self, owner: Any, name: str, label: str) -> None:
         original = getattr(owner, name)
@@ -114,16 +115,19 @@ class Probe:
 
     def actor_calls(self) -> None:
         """Count the driver's actor method calls by method ("actor <name>", calls only: a call's
-        own time is its submission, not its work)."""
+        own time is its submission, not its work), and the text they carry (``sent_bytes``: the
+        length of their string arguments, a request's JSON being most of it)."""
         from ray.actor import ActorMethod
 
         original = ActorMethod._remote
-        total, since = self.total, self.since
+        total, since, sent = self.total, self.since, self.sent_bytes
 
         def _remote(self_: Any, *args: Any, **kwargs: Any) -> Any:
             label = f"actor {self_._method_name}"
             total[label][0] += 1
             since[label][0] += 1
+            positional = args[0] if args else kwargs.get("args")
+            sent[self_._method_name] += sum(len(a) for a in positional or () if isinstance(a, str))
             return original(self_, *args, **kwargs)
 
         ActorMethod._remote = _remote  # type: ignore[method-assign]
@@ -347,6 +351,8 @@ def run_one(args: argparse.Namespace, gpus: int) -> dict[str, Any]:
             "studies": len(loop.tuner._studies), "structures_injected": probe.injected // max(1, args.inject_every),
             "actor_calls_per_eval": round(sum(row["calls"] for label, row in totals.items()
                                               if label.startswith("actor ")) / max(1, evals), 2),
+            "actor_kb_per_eval": {method: round(sent / 1024 / max(1, evals), 1)
+                                  for method, sent in sorted(probe.sent_bytes.items()) if sent},
             "time_scale": args.time_scale, "sim_minutes": args.sim_minutes, "nodes": min(args.nodes, gpus),
             "load_before": load_before, "load_after": os.getloadavg(), "stop": loop.stop_requested,
             "threads_cpu_s": probe.threads, "totals": totals, "windows": probe.windows}

@@ -19,6 +19,7 @@ from search.evaluate.actor_output import redirect_output
 from search.evaluate.compile_ahead import CompileAhead
 from search.evaluate.placement import split_cpus
 from search.evaluate.gpu_sampler import GpuSampler
+from search.evaluate.held import ANNOUNCED_WITHIN_S, HeldRequests
 from search.engine.messages import EvalRequest
 
 if TYPE_CHECKING:
@@ -82,13 +83,15 @@ def _make_worker(workdir: str, env_extra: dict[str, str], name: str, compile_ahe
 @ray.remote(max_restarts=-1, max_task_retries=0, concurrency_groups={"ahead": 1, "waits": 1})  # type: ignore[call-overload]
 class EvaluatorActor:
     def __init__(self, workdir: str, env_extra: dict[str, str], name: str, compile_ahead: bool = False,
-                 lanes: int = 1, simulation: str | None = None, output_file: str | None = None) -> None:
+                 lanes: int = 1, simulation: str | None = None, output_file: str | None = None,
+                 announced_within_s: float = ANNOUNCED_WITHIN_S) -> None:
         if output_file is not None:  # before the worker starts: its start may print, or fail
             redirect_output(Path(output_file))
         self.name = name
         # Announced and neither begun nor withdrawn: what an evaluation's answer says is compiled.
         self._queued: dict[str, None] = {}
         self._queued_lock = threading.Lock()  # the lanes' threads and the "ahead" one
+        self._held = HeldRequests(announced_within_s)  # announced requests, started by ticket
         self.worker = _make_worker(workdir, env_extra, name, compile_ahead, lanes, simulation)
         # The run's GPU-utilisation series, beside its store (run_dir/gpu-util/, for run_timeline.py).
         series = Path(workdir).parent / "gpu-util" / f"{name}.tsv"
@@ -99,11 +102,23 @@ class EvaluatorActor:
         return {"name": self.name, "pid": os.getpid(), "host": socket.gethostname(),
                 "gpus": os.environ.get("CUDA_VISIBLE_DEVICES", ""), "node": ray.get_runtime_context().get_node_id()}
 
-    def evaluate(self, request_json: str) -> tuple[str, list[str]]:
+    def evaluate(self, request_json: str | None, ticket: int | None = None) -> tuple[str | None, list[str]]:
         """The outcome (as JSON), and which of the requests announced to it are compiled as it ends:
         the lane that frees starts one of them without a question (an actor call and a round trip
-        that most starts took)."""
-        request = EvalRequest.model_validate_json(request_json)
+        that most starts took).
+
+        ``request_json`` None: the request announced under ``ticket`` (its text crossed once, in
+        :meth:`prefetch`); where this evaluator does not hold it (restarted since, or the
+        announcement lost), the answer is (None, []) and nothing ran: the pool sends the text."""
+        if request_json is None:
+            assert ticket is not None
+            held = self._held.claim(ticket)
+            if held is None:
+                return None, []
+            request = held
+        else:
+            request = EvalRequest.model_validate_json(request_json)
+            self._held.started(request.candidate_id, ticket)
         with self._queued_lock:
             self._queued.pop(request.candidate_id, None)
         outcome = self.worker.evaluate(request).model_dump_json()
@@ -112,8 +127,10 @@ class EvaluatorActor:
         return outcome, self.worker.compiled(queued) if queued else []
 
     @ray.method(concurrency_group="ahead")
-    def prefetch(self, request_json: str) -> bool:
+    def prefetch(self, request_json: str, ticket: int | None = None) -> bool:
         request = EvalRequest.model_validate_json(request_json)
+        if ticket is not None and not self._held.announced(ticket, request):
+            return False  # it started (or was withdrawn) before this announcement ran
         announced = self.worker.prefetch(request)
         if announced:  # not one already running (a late announcement), nor a worker without compile-ahead
             with self._queued_lock:
@@ -125,7 +142,8 @@ class EvaluatorActor:
         return self.worker.compiled(candidate_ids)
 
     @ray.method(concurrency_group="ahead")  # after the prefetch that announced it, in order
-    def withdraw(self, candidate_id: str) -> None:
+    def withdraw(self, candidate_id: str, ticket: int | None = None) -> None:
+        self._held.withdrawn(candidate_id, ticket)
         with self._queued_lock:
             self._queued.pop(candidate_id, None)
         self.worker.withdraw(candidate_id)

@@ -12,7 +12,10 @@ Facts this relies on (see docs/ray-optuna-triton-facts in the notes):
     its restart may never come (a node that left the cluster);
   * an actor runs up to ``lanes`` evaluations at once (its default concurrency group has
     ``lanes`` threads; prefetch and the compile questions keep their own group of one), so
-    a killed or dead actor loses every evaluation in flight on it, each reported ``Lost``.
+    a killed or dead actor loses every evaluation in flight on it, each reported ``Lost``;
+  * a queued request's text (50-180 KB) crosses Ray once, in its announcement; its start names
+    it by ticket, and an actor that lacks it (restarted, or the announcement lost) answers
+    unrun, and the text follows (search/evaluate/held.py).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from search.evaluate.actor import EvaluatorActor, Simulation
 from search.evaluate.actor_output import describe_output, output_path
 from search.evaluate.admission import Admission
 from search.evaluate.compile_reports import CompileReports
-from search.evaluate.slots import Flight, Slot
+from search.evaluate.slots import Announcement, Flight, Slot
 from search.engine.pool import Completed, Lost, PoolEvent, PoolStats, next_in_queue
 
 
@@ -185,22 +188,31 @@ class RayPool(CompileReports):
             gone = [r.candidate_id for r in slot.queue if r.candidate_id in wanted]
             if not gone:
                 continue
+            tickets = {cid: slot.payloads[cid].ticket for cid in gone if cid in slot.payloads}
             slot.queue = [r for r in slot.queue if r.candidate_id not in wanted]
             slot.forget_unqueued()
             for cid in gone:
-                slot.actor.withdraw.remote(cid)
+                slot.actor.withdraw.remote(cid, tickets.get(cid))
             out += gone
         return out
 
-    def _start(self, slot: Slot, request: EvalRequest, payload: str | None = None) -> None:
-        """Start ``request`` on a free lane of ``slot`` (``payload``: its JSON as announced, if it was)."""
-        ref = slot.actor.evaluate.remote(request.model_dump_json() if payload is None else payload)
+    def _start(self, slot: Slot, request: EvalRequest, sent: Announcement | None = None) -> None:
+        """Start ``request`` on a free lane of ``slot`` (``sent``: its announcement there, if any)."""
+        ref, by_ticket = slot.send_start(request, sent)
         now = time.monotonic()
         # A lane's evaluation may wait for the device behind every other lane's gate calls and
         # bench jobs, each bounded by its own limits: the deadline grows with the lanes.
         deadline = now + request.deadline_s * self.lanes
-        self._flights[ref] = Flight(slot=slot, request=request, started=now, deadline=deadline)
+        self._flights[ref] = Flight(slot=slot, request=request, started=now, deadline=deadline, by_ticket=by_ticket)
         slot.lane_started(now)
+
+    def _resend(self, ref: Any) -> None:
+        """The actor did not hold the request a start named by ticket: the same lane and deadline,
+        its text sent this time."""
+        flight = self._flights.pop(ref)
+        assert flight.by_ticket is not None
+        self._flights[flight.slot.send_again(flight.by_ticket)] = flight
+        flight.by_ticket = None
 
     def _landed(self, ref: Any) -> Flight:
         """Take a flight off the books."""
@@ -345,6 +357,9 @@ class RayPool(CompileReports):
         slot = flight.slot
         try:
             outcome_json, compiled = ray.get(ref)
+            if outcome_json is None:
+                self._resend(ref)
+                return []
             outcome = EvalOutcome.model_validate_json(outcome_json)
         except RayActorError as exc:
             died = (f"{slot.name} died during the evaluation ({type(exc).__name__})"
@@ -355,9 +370,12 @@ class RayPool(CompileReports):
                 done, _ = ray.wait([other], timeout=0)
                 if done:
                     try:
-                        finished = EvalOutcome.model_validate_json(ray.get(other)[0])
+                        answer = ray.get(other)[0]
                     except RayError:
                         continue
+                    if answer is None:
+                        continue  # it did not hold the request: nothing ran, it is lost with the rest
+                    finished = EvalOutcome.model_validate_json(answer)
                     self._landed(other)
                     slot.evaluations += 1
                     events.append(self._completed(slot, finished))

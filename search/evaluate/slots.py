@@ -5,12 +5,29 @@ send where; a slot keeps its own books and talks to its actor only through fire-
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from search.engine.messages import EvalRequest
 from search.engine.pool import next_in_queue
+
+# Announcements are numbered across the pool's slots: a ticket names one announcement of one request
+# (a request made again under the same id, or moved to another evaluator, gets a new one).
+_TICKETS = itertools.count(1)
+
+
+@dataclass
+class Announcement:
+    """A queued request as its evaluator was told of it: the JSON it was sent (made once, 50-180 KB)
+    and the ticket that names it there.  ``here``: sent to the actor as it is now; a restart
+    (or an evaluator that said it lacks one) clears it, and the request's start carries the text."""
+
+    request: EvalRequest
+    payload: str
+    ticket: int
+    here: bool = True
 
 
 @dataclass
@@ -50,10 +67,11 @@ class Slot:
     starved_load: int | None = None
     # Queued requests the actor said are compiled (its last compile report and hold answers).
     compiled: set[str] = field(default_factory=set)
-    # The JSON each queued request was announced with, by id (with the request, so that a request
-    # of the same id made since is never sent another's text): its start sends the same text, where
-    # it was dumped again (50-160 KB a request).
-    payloads: dict[str, tuple[EvalRequest, str]] = field(default_factory=dict)
+    # Each queued request's announcement, by id (with the request, so that a request of the same id
+    # made since is never taken for it): its start names the ticket, where the actor holds it, and
+    # its text crosses Ray once.
+    payloads: dict[str, Announcement] = field(default_factory=dict)
+    resent: int = 0  # starts by ticket the actor did not hold, sent again with their text
 
     @property
     def up(self) -> bool:
@@ -70,6 +88,7 @@ class Slot:
         self.room, self.room_load, self.room_ref = 0, 0, None
         self.ready_ref, self.starved_load = None, None
         self.compiled = set()  # a restarted actor compiles its queue again
+        self.unannounce()
         self.ping = self.actor.ping.remote()
         self.ping_sent = time.monotonic()
 
@@ -84,20 +103,40 @@ class Slot:
         ``payload``: its JSON, when another slot had it already."""
         payload = request.model_dump_json() if payload is None else payload
         self.queue.append(request)
-        self.payloads[request.candidate_id] = (request, payload)
-        self.actor.prefetch.remote(payload)
+        sent = self.payloads[request.candidate_id] = Announcement(request, payload, next(_TICKETS))
+        self.actor.prefetch.remote(payload, sent.ticket)
+
+    def announcement(self, request: EvalRequest) -> Announcement | None:
+        kept = self.payloads.get(request.candidate_id)
+        return kept if kept is not None and kept.request is request else None
 
     def payload(self, request: EvalRequest) -> str:
         """The request's JSON as it was announced here (dumped now if it was not)."""
-        kept = self.payloads.get(request.candidate_id)
-        return kept[1] if kept is not None and kept[0] is request else request.model_dump_json()
+        kept = self.announcement(request)
+        return kept.payload if kept is not None else request.model_dump_json()
 
-    def take(self, index: int) -> tuple[EvalRequest, str]:
-        """The queued request at ``index``, off the queue, with its JSON (to start it)."""
+    def take(self, index: int) -> tuple[EvalRequest, Announcement | None]:
+        """The queued request at ``index``, off the queue, with its announcement (to start it)."""
         request = self.queue.pop(index)
-        payload = self.payload(request)
+        sent = self.announcement(request)
         self.payloads.pop(request.candidate_id, None)
-        return request, payload
+        return request, sent
+
+    def send_start(self, request: EvalRequest, sent: Announcement | None) -> tuple[Any, Announcement | None]:
+        """Start ``request`` on the actor: by its ticket where the actor was announced it (its text
+        crosses Ray once), else with its text.  Returns the call's ref, and the announcement when
+        the start went by ticket (to send the text if the actor lacks it: :meth:`send_again`)."""
+        if sent is not None and sent.here:
+            return self.actor.evaluate.remote(None, sent.ticket), sent
+        payload = request.model_dump_json() if sent is None else sent.payload
+        return self.actor.evaluate.remote(payload, None if sent is None else sent.ticket), None
+
+    def send_again(self, sent: Announcement) -> Any:
+        """The actor answered a start by ticket unrun (restarted since the announcement, or it was
+        lost): start it with its text; the rest of the queue starts with text too."""
+        self.resent += 1
+        self.unannounce()
+        return self.actor.evaluate.remote(sent.payload, sent.ticket)
 
     def forget_unqueued(self) -> None:
         """Drop the JSON of requests no longer queued here (withdrawn, or moved to another slot)."""
@@ -105,10 +144,21 @@ class Slot:
         for cid in [cid for cid in self.payloads if cid not in queued]:
             del self.payloads[cid]
 
+    def unannounce(self) -> None:
+        """The actor holds none of what was announced (restarted, or it said it lacks one): each
+        queued request's start carries its text until it is announced again."""
+        for sent in self.payloads.values():
+            sent.here = False
+
     def announce_queue(self) -> None:
         """Tell a restarted actor what it holds: it knows nothing of what was announced before."""
         for queued in self.queue:
-            self.actor.prefetch.remote(self.payload(queued))
+            sent = self.announcement(queued)
+            if sent is None:
+                sent = self.payloads[queued.candidate_id] = Announcement(
+                    queued, queued.model_dump_json(), next(_TICKETS))
+            sent.here = True
+            self.actor.prefetch.remote(sent.payload, sent.ticket)
 
     def knows_compiled(self) -> bool:
         """Whether its actor said one of the requests it queues is compiled."""
@@ -152,3 +202,5 @@ class Flight:
     request: EvalRequest
     started: float
     deadline: float
+    # Started by ticket: the announcement whose text goes if the actor says it lacks it.
+    by_ticket: Announcement | None = None

@@ -54,3 +54,32 @@ def test_without_compile_ahead_an_answer_names_none(tmp_path):
     made, _ = actor(tmp_path, compile_ahead=False)
     assert not made.prefetch(request("c1", "householder_unblocked").model_dump_json())
     assert made.evaluate(request("c0", "householder_unblocked").model_dump_json())[1] == []
+
+
+def test_a_start_by_ticket_runs_the_announced_request_without_its_text(tmp_path):
+    made, clock = actor(tmp_path)
+    assert made.prefetch(request("c1", "householder_unblocked").model_dump_json(), 11)
+    assert made.prefetch(request("c2", "householder_unblocked").model_dump_json(), 12)
+    clock.sleep(3600.0)
+    outcome_json, compiled = made.evaluate(None, 11)
+    assert EvalOutcome.model_validate_json(outcome_json).candidate_id == "c1" and compiled == ["c2"]
+
+
+def test_an_actor_that_lacks_the_announced_request_answers_none_and_runs_nothing(tmp_path):
+    """A restarted actor (or one whose announcement was lost): the pool then sends the text; the
+    announcement, if it lands after all, is neither kept nor compiled."""
+    made, _ = actor(tmp_path)
+    made._held.wait_s = 0.05
+    assert made.evaluate(None, 21) == (None, [])
+    assert made.worker.evaluations == 0
+    assert not made.prefetch(request("c1", "householder_unblocked").model_dump_json(), 21)
+    outcome_json, _ = made.evaluate(request("c1", "householder_unblocked").model_dump_json(), 21)
+    assert EvalOutcome.model_validate_json(outcome_json).candidate_id == "c1"
+
+
+def test_a_withdrawn_request_is_not_started_by_its_ticket(tmp_path):
+    made, _ = actor(tmp_path)
+    made._held.wait_s = 0.05
+    assert made.prefetch(request("c1", "householder_unblocked").model_dump_json(), 31)
+    made.withdraw("c1", 31)
+    assert made.evaluate(None, 31) == (None, [])

@@ -26,12 +26,12 @@ class RoomActor:
     def ping(self) -> dict:
         return {"name": "fake", "pid": os.getpid(), "host": "here", "gpus": ""}
 
-    def evaluate(self, request_json: str) -> tuple[str, list[str]]:
+    def evaluate(self, request_json: str | None, ticket: int | None = None) -> tuple[str, list[str]]:
         time.sleep(600)  # busy for the whole test
         return "", []
 
     @ray.method(concurrency_group="ahead")
-    def prefetch(self, request_json: str) -> bool:
+    def prefetch(self, request_json: str, ticket: int | None = None) -> bool:
         self.prefetched.append(EvalRequest.model_validate_json(request_json).candidate_id)
         return True
 

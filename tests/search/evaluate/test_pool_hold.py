@@ -30,6 +30,7 @@ class CompilingActor:
         self.started: list[str] = []
         self.released: set[str] = set()
         self.announced: list[str] = []
+        self.tickets: dict[int, str] = {}  # what each announcement's ticket names
         self.waits: list[float] = []  # each question's timeout: 0 asks, more holds
         self.reports = 0
         self.questions = 0
@@ -37,8 +38,8 @@ class CompilingActor:
     def ping(self) -> dict:
         return {"name": "fake", "pid": os.getpid(), "host": "here", "gpus": ""}
 
-    def evaluate(self, request_json: str) -> tuple[str, list[str]]:
-        cid = EvalRequest.model_validate_json(request_json).candidate_id
+    def evaluate(self, request_json: str | None, ticket: int | None = None) -> tuple[str, list[str]]:
+        cid = EvalRequest.model_validate_json(request_json).candidate_id if request_json else self.tickets[ticket]
         self.started.append(cid)
         while cid not in self.released:
             time.sleep(0.01)
@@ -47,8 +48,10 @@ class CompilingActor:
             candidate_id=cid, geomean_ms=1.0)).model_dump_json(), [c for c in waiting if c in self.ready]
 
     @ray.method(concurrency_group="ahead")
-    def prefetch(self, request_json: str) -> bool:
+    def prefetch(self, request_json: str, ticket: int | None = None) -> bool:
         self.announced.append(EvalRequest.model_validate_json(request_json).candidate_id)
+        if ticket is not None:
+            self.tickets[ticket] = self.announced[-1]
         return True
 
     @ray.method(concurrency_group="ahead")

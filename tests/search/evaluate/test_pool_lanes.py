@@ -29,14 +29,14 @@ class LaneActor:
     def ping(self) -> dict:
         return {"name": "fake", "pid": os.getpid(), "host": "here", "gpus": ""}
 
-    def evaluate(self, request_json: str) -> tuple[str, list[str]]:
+    def evaluate(self, request_json: str | None, ticket: int | None = None) -> tuple[str, list[str]]:
         with self.lock:
             self.running += 1
         time.sleep(600)
         return "", []
 
     @ray.method(concurrency_group="ahead")
-    def prefetch(self, request_json: str) -> bool:
+    def prefetch(self, request_json: str, ticket: int | None = None) -> bool:
         return True
 
     @ray.method(concurrency_group="ahead")
