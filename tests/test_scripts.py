@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -470,9 +472,6 @@ def test_the_shell_scripts_import_only_names_the_project_has():
     """The Python that lab/ and tools/ shell scripts run inline (python3 -c, heredocs) imports names
     from the project's packages: a name moved or renamed breaks the script only on the GPU machine,
     after minutes of device time (a device search's standalone benches did)."""
-    import importlib
-    import re
-
     imports = set()
     for script in sorted((ROOT / "lab").glob("*.sh")) + sorted((ROOT / "tools").glob("*.sh")):
         for module, names in re.findall(r"from ((?:search|kernels|population)[\w.]*) import ([\w, ]+)",

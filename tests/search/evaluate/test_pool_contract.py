@@ -14,9 +14,10 @@ from kernels.families import BASELINE_PATH
 from kernels.harness.settings import RunLimits, TimingPolicy
 from kernels.suites import get_suite
 from population.models import State
-from search.engine.pool import Completed, EvaluatorPool, PoolEvent, PoolStats
+from search.engine.pool import Completed, EvaluatorPool, PoolStats
 from search.engine.messages import EvalRequest
 from tests.search.fakes import FakePool
+from tests.search.evaluate.pool_events import poll_until
 
 
 def request(cid: str) -> EvalRequest:
@@ -48,27 +49,19 @@ def wait_for_slot(pool: EvaluatorPool, timeout: float = 120.0) -> int:
     return free
 
 
-def drain(pool: EvaluatorPool, count: int, timeout: float = 240.0) -> list[PoolEvent]:
-    events: list[PoolEvent] = []
-    deadline = time.monotonic() + timeout
-    while len(events) < count and time.monotonic() < deadline:
-        events += pool.poll(1.0)
-    return events
-
-
 def test_a_submitted_request_comes_back_once_as_its_own_outcome(pool: EvaluatorPool) -> None:
     assert pool.size == 1
     free = wait_for_slot(pool)
     assert free == 1  # one evaluator, no lookahead queue
     pool.submit(request("c0000007"))
     assert pool.inflight() == ["c0000007"] and pool.inflight_count() == 1 and pool.free_slots() == 0
-    events = drain(pool, 1)
+    events = poll_until(pool, 1, timeout=240.0, every=1.0)
     assert len(events) == 1 and isinstance(events[0], Completed)
     outcome = events[0].outcome
     assert outcome.candidate_id == "c0000007" and outcome.state is State.VERIFIED, outcome.reason
     assert outcome.result.geomean_ms is not None and outcome.result.geomean_ms > 0
     assert pool.inflight() == [] and pool.inflight_count() == 0 and pool.free_slots() == 1
-    assert drain(pool, 1, timeout=2.0) == []  # nothing comes back twice
+    assert poll_until(pool, 1, timeout=2.0, every=1.0) == []  # nothing comes back twice
 
 
 def test_a_pool_refuses_more_work_than_it_has_slots_for(pool: EvaluatorPool) -> None:
@@ -77,7 +70,7 @@ def test_a_pool_refuses_more_work_than_it_has_slots_for(pool: EvaluatorPool) -> 
     with pytest.raises(RuntimeError, match="free slot"):
         pool.submit(request("c0000002"))
     assert pool.inflight() == ["c0000001"]  # the refused one was not taken
-    assert [e.outcome.candidate_id for e in drain(pool, 1) if isinstance(e, Completed)] == ["c0000001"]
+    assert [e.outcome.candidate_id for e in poll_until(pool, 1, timeout=240.0, every=1.0) if isinstance(e, Completed)] == ["c0000001"]
 
 
 def test_stats_name_every_evaluator(pool: EvaluatorPool) -> None:
@@ -112,12 +105,12 @@ def test_an_evaluator_with_two_lanes_runs_two_requests_at_once_and_returns_each_
     assert two_lanes.inflight_count() == 2
     with pytest.raises(RuntimeError, match="free slot"):
         two_lanes.submit(request("c0000003"))
-    events = drain(two_lanes, 2)
+    events = poll_until(two_lanes, 2, timeout=240.0, every=1.0)
     done = {e.outcome.candidate_id: e.outcome for e in events if isinstance(e, Completed)}
     assert sorted(done) == ["c0000001", "c0000002"] and len(events) == 2
     assert all(o.state is State.VERIFIED for o in done.values()), {k: o.reason for k, o in done.items()}
     first, second = (o.result for o in done.values())
     if first.started_at is not None:  # a real evaluator: the two evaluations ran at the same time
         assert first.started_at < second.finished_at and second.started_at < first.finished_at  # type: ignore[operator]
-    assert two_lanes.free_slots() == 2 and drain(two_lanes, 1, timeout=2.0) == []
+    assert two_lanes.free_slots() == 2 and poll_until(two_lanes, 1, timeout=2.0, every=1.0) == []
     assert all(0.0 <= busy <= 1.0 for busy in two_lanes.stats().busy_fraction.values())

@@ -13,7 +13,8 @@ import pytest
 from kernels.families import BASELINE_PATH
 from kernels.suites import get_suite
 from search.engine.messages import EvalRequest
-from search.engine.pool import Lost, PoolEvent
+from search.engine.pool import Lost
+from tests.search.evaluate.pool_events import poll_until
 
 ray = pytest.importorskip("ray")
 
@@ -92,14 +93,6 @@ def two_running(pool) -> None:
     assert ray.get(actor.at_once.remote()) == 2  # both in flight on one actor, at once
 
 
-def collect(pool, count: int, timeout: float = 60.0) -> list[PoolEvent]:
-    events: list[PoolEvent] = []
-    deadline = time.monotonic() + timeout
-    while len(events) < count and time.monotonic() < deadline:
-        events += pool.poll(0.2)
-    return events
-
-
 def test_an_evaluator_killed_at_a_deadline_loses_every_lane_once(local_ray, tmp_path):
     pool = ready_pool(tmp_path)
     try:
@@ -126,10 +119,10 @@ def test_an_evaluator_that_dies_loses_every_lane_once(local_ray, tmp_path):
     try:
         two_running(pool)
         os.kill(pool.slots[0].pid, signal.SIGKILL)
-        events = collect(pool, 2)
+        events = poll_until(pool, 2, timeout=60.0, every=0.2)
         assert sorted(e.candidate_id for e in events if isinstance(e, Lost)) == ["c1", "c2"] and len(events) == 2
         assert all("died" in e.reason for e in events)  # type: ignore[union-attr]
-        assert collect(pool, 1, timeout=2.0) == []  # nothing is reported twice
+        assert poll_until(pool, 1, timeout=2.0, every=0.2) == []  # nothing is reported twice
         assert pool.slots[0].restarts == 1
     finally:
         ray.kill(pool.slots[0].actor, no_restart=True)

@@ -13,8 +13,9 @@ import pytest
 
 from search.config import SimulationConfig
 from search.engine.messages import EvalRequest
-from search.engine.pool import Completed, PoolEvent
+from search.engine.pool import Completed
 from tests.search.evaluate.test_simulated_worker import request
+from tests.search.evaluate.pool_events import poll_until
 
 ray = pytest.importorskip("ray")
 
@@ -51,14 +52,6 @@ def sim_pool(tmp_path):
     return pool
 
 
-def drain(pool, count: int, timeout: float = 60.0) -> list[PoolEvent]:
-    events: list[PoolEvent] = []
-    deadline = time.monotonic() + timeout
-    while len(events) < count and time.monotonic() < deadline:
-        events += pool.poll(0.2)
-    return events
-
-
 def test_a_queued_requests_text_crosses_once(local_ray, tmp_path, texts):
     pool = sim_pool(tmp_path)
     try:
@@ -66,7 +59,7 @@ def test_a_queued_requests_text_crosses_once(local_ray, tmp_path, texts):
         for cid in ids:
             pool.submit(request(cid, "householder_unblocked"))
         assert len(pool.slots[0].queue) == 2  # c1 runs, c2 and c3 were announced
-        events = drain(pool, 3)
+        events = poll_until(pool, 3, timeout=60.0, every=0.2)
         assert sorted(e.outcome.candidate_id for e in events if isinstance(e, Completed)) == ids
         assert Counter(cid for _, cid in texts) == {cid: 1 for cid in ids}, texts
         assert sorted(texts) == [("evaluate", "c1"), ("prefetch", "c2"), ("prefetch", "c3")]
@@ -85,7 +78,7 @@ def test_a_start_the_actor_cannot_serve_is_sent_again_with_its_text(local_ray, t
         # not seen would): both starts by ticket come back unrun.
         for cid in ("c2", "c3"):
             ray.get(slot.actor.withdraw.remote(cid))
-        events = drain(pool, 3)
+        events = poll_until(pool, 3, timeout=60.0, every=0.2)
         assert sorted(e.outcome.candidate_id for e in events if isinstance(e, Completed)) == ["c1", "c2", "c3"]
         # c2's start by ticket missed and was sent again with its text; c3, queued behind it, then
         # started with its text at once (the pool no longer counts on the actor holding it).

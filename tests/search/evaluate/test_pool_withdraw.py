@@ -12,7 +12,8 @@ import pytest
 
 from search.config import SimulationConfig
 from search.engine.messages import EvalRequest
-from search.engine.pool import Completed, EvaluatorPool, PoolEvent
+from search.engine.pool import Completed, EvaluatorPool
+from tests.search.evaluate.pool_events import poll_until
 
 
 @pytest.fixture(params=["virtual", "ray"])
@@ -38,14 +39,6 @@ def queued_pool(request: pytest.FixtureRequest,
     made.shutdown()
 
 
-def drain(pool: EvaluatorPool, count: int, timeout: float) -> list[PoolEvent]:
-    events: list[PoolEvent] = []
-    deadline = time.monotonic() + timeout
-    while len(events) < count and time.monotonic() < deadline:
-        events += pool.poll(0.5)
-    return events
-
-
 def test_a_withdrawn_queued_request_never_runs_and_a_running_one_is_not_taken(queued_pool) -> None:
     pool, make = queued_pool
     assert pool.free_slots() == 3
@@ -56,8 +49,8 @@ def test_a_withdrawn_queued_request_never_runs_and_a_running_one_is_not_taken(qu
     assert pool.withdraw(["c0000002", "c0000001", "c0009999"]) == ["c0000002"]
     assert sorted(pool.inflight()) == ["c0000001", "c0000003"]
     assert pool.free_slots() == 1  # the withdrawn one's place is free again
-    events = drain(pool, 2, timeout=240)
+    events = poll_until(pool, 2, timeout=240, every=0.5)
     done = sorted(e.outcome.candidate_id for e in events if isinstance(e, Completed))
     assert done == ["c0000001", "c0000003"] and len(events) == 2
-    assert drain(pool, 1, timeout=1.0) == [] and pool.inflight() == []  # nothing else comes back
+    assert poll_until(pool, 1, timeout=1.0, every=0.5) == [] and pool.inflight() == []  # nothing else comes back
     assert pool.withdraw(["c0000003"]) == []  # finished: nothing to take back
