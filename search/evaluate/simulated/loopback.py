@@ -28,6 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 WORKER_PORTS = 300  # per node: one per worker process it may start (an actor is one)
+START_ATTEMPTS = 3
+# What `ray start` says when its raylet did not register with the GCS within Ray's fixed 30 s: a
+# loaded machine (two cores, a test suite beside it), not a wrong command, so it is worth a retry.
+STARTUP_TIMED_OUT = "timed out during startup"
 
 
 def free_ports(count: int) -> list[int]:
@@ -87,6 +91,17 @@ def _kill(pids: list[int], sig: int) -> None:
             pass
 
 
+def end_processes_matching(*needles: str) -> None:
+    """End the processes whose command line holds every one of ``needles``, and those under
+    them: asked first, then killed, waiting up to 10 s for each."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        pids = _with_descendants(_pids_matching(*needles))
+        _kill(pids, sig)
+        deadline = time.monotonic() + 10
+        while pids and _pids_matching(*needles) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
 @dataclass
 class LoopbackNode:
     num_gpus: int
@@ -143,30 +158,45 @@ class LoopbackCluster:
         raise RuntimeError("no free port range for the Ray workers")
 
     def add_node(self, num_gpus: int, num_cpus: int = 1, head: bool | None = None) -> LoopbackNode:
-        """Start a node (the first one is the head) declaring ``num_gpus`` GPUs."""
+        """Start a node (the first one is the head) declaring ``num_gpus`` GPUs.  A start that
+        timed out waiting for its raylet to register is undone and tried again on fresh ports,
+        up to START_ATTEMPTS times; any other failure is raised at once."""
         head = not self.nodes if head is None else head
-        manager, objects, agent, agent_grpc, metrics, runtime_env, *extra = self._ports(8 if head else 6)
-        worker_lo = self._worker_range()
-        args = [str(self.ray_exe), "start", "--node-ip-address=127.0.0.1", f"--temp-dir={self.temp}",
-                "--disable-usage-stats", f"--num-cpus={num_cpus}", f"--num-gpus={num_gpus}",
-                f"--node-manager-port={manager}", f"--object-manager-port={objects}",
-                f"--dashboard-agent-listen-port={agent}", f"--dashboard-agent-grpc-port={agent_grpc}",
-                f"--metrics-export-port={metrics}", f"--runtime-env-agent-port={runtime_env}",
-                f"--min-worker-port={worker_lo}", f"--max-worker-port={worker_lo + WORKER_PORTS - 1}",
-                "--object-store-memory=100000000"]
-        if head:
-            gcs, client = extra
-            args += ["--head", f"--port={gcs}", "--include-dashboard=false", f"--ray-client-server-port={client}"]
-        else:
-            args += [f"--address={self.address}"]
-        done = subprocess.run(args, env=self._env(), capture_output=True, text=True, timeout=300)
-        if done.returncode != 0:
-            raise RuntimeError(f"ray start failed: {done.stderr[-2000:]}")
+        for attempt in range(1, START_ATTEMPTS + 1):
+            manager, objects, agent, agent_grpc, metrics, runtime_env, *extra = self._ports(8 if head else 6)
+            worker_lo = self._worker_range()
+            args = [str(self.ray_exe), "start", "--node-ip-address=127.0.0.1", f"--temp-dir={self.temp}",
+                    "--disable-usage-stats", f"--num-cpus={num_cpus}", f"--num-gpus={num_gpus}",
+                    f"--node-manager-port={manager}", f"--object-manager-port={objects}",
+                    f"--dashboard-agent-listen-port={agent}", f"--dashboard-agent-grpc-port={agent_grpc}",
+                    f"--metrics-export-port={metrics}", f"--runtime-env-agent-port={runtime_env}",
+                    f"--min-worker-port={worker_lo}", f"--max-worker-port={worker_lo + WORKER_PORTS - 1}",
+                    "--object-store-memory=100000000"]
+            if head:
+                gcs, client = extra
+                args += ["--head", f"--port={gcs}", "--include-dashboard=false",
+                         f"--ray-client-server-port={client}"]
+            else:
+                args += [f"--address={self.address}"]
+            done = subprocess.run(args, env=self._env(), capture_output=True, text=True, timeout=300)
+            if done.returncode == 0:
+                break
+            if STARTUP_TIMED_OUT not in done.stderr or attempt == START_ATTEMPTS:
+                raise RuntimeError(f"ray start failed (attempt {attempt}): {done.stderr[-2000:]}")
+            self._undo_start(head, manager)
         if head:
             self.gcs_port = gcs
         node = LoopbackNode(num_gpus=num_gpus, num_cpus=num_cpus, manager_port=manager, head=head)
         self.nodes.append(node)
         return node
+
+    def _undo_start(self, head: bool, manager_port: int) -> None:
+        """End what a failed start left running: a head's whole cluster (nothing else has joined
+        it), or a joining node's raylet and the processes under it."""
+        if head:
+            end_processes_matching(str(self.temp))
+        else:
+            end_processes_matching(str(self.temp), f"--node_manager_port={manager_port}")
 
     def kill_node(self, node: LoopbackNode) -> None:
         """Take a node away as a failed machine would: its raylet and its workers killed."""
@@ -179,12 +209,7 @@ class LoopbackCluster:
     def shutdown(self) -> None:
         """End every process of this cluster (those whose command line names its temp dir) and
         remove the temp dir; nobody else's Ray is touched."""
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            pids = _with_descendants(_pids_matching(str(self.temp)))
-            _kill(pids, sig)
-            deadline = time.monotonic() + 10
-            while pids and _pids_matching(str(self.temp)) and time.monotonic() < deadline:
-                time.sleep(0.2)
+        end_processes_matching(str(self.temp))
         shutil.rmtree(self.temp, ignore_errors=True)
         self.nodes.clear()
 
