@@ -127,7 +127,9 @@ class Probe:
             total[label][0] += 1
             since[label][0] += 1
             positional = args[0] if args else kwargs.get("args")
-            sent[self_._method_name] += sum(len(a) for a in positional or () if isinstance(a, str))
+            # A string argument, or one in a tuple (an announcement's source as a difference).
+            sent[self_._method_name] += sum(len(a) for arg in positional or ()
+                                            for a in (arg if isinstance(arg, tuple) else (arg,)) if isinstance(a, str))
             return original(self_, *args, **kwargs)
 
         ActorMethod._remote = _remote  # type: ignore[method-assign]
@@ -193,6 +195,8 @@ class Probe:
             "loop_ms_per_eval": round(1000 * (loop.stats.driver_s - driver0) / n, 2),
             "rss_mib": round(rss_mib(), 1), "candidates": loop.run.store.count_candidates(),
             "busy": round(loop.pool.stats().mean_busy, 4), "inflight": len(loop.pool.inflight()),
+            # Starts by ticket the evaluator could not serve, sent again with their text (so far).
+            "resent": sum(slot.resent for slot in getattr(loop.pool, "slots", ())),
             "load1": os.getloadavg()[0]}
         for label, (count, seconds) in self.since.items():
             row[f"{label} ms"] = round(1000 * seconds / count, 3) if count else None

@@ -4,6 +4,7 @@ one.  It never touches CUDA itself (its worker's children do), so it survives an
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -19,7 +20,7 @@ from search.evaluate.actor_output import redirect_output
 from search.evaluate.compile_ahead import CompileAhead
 from search.evaluate.placement import split_cpus
 from search.evaluate.gpu_sampler import GpuSampler
-from search.evaluate.held import ANNOUNCED_WITHIN_S, HeldRequests
+from search.evaluate.held import ANNOUNCED_WITHIN_S, AnnouncedTexts, HeldRequests
 from search.engine.messages import EvalRequest
 
 if TYPE_CHECKING:
@@ -92,6 +93,7 @@ class EvaluatorActor:
         self._queued: dict[str, None] = {}
         self._queued_lock = threading.Lock()  # the lanes' threads and the "ahead" one
         self._held = HeldRequests(announced_within_s)  # announced requests, started by ticket
+        self._texts = AnnouncedTexts()  # their sources, which later announcements may differ from
         self.worker = _make_worker(workdir, env_extra, name, compile_ahead, lanes, simulation)
         # The run's GPU-utilisation series, beside its store (run_dir/gpu-util/, for run_timeline.py).
         series = Path(workdir).parent / "gpu-util" / f"{name}.tsv"
@@ -127,8 +129,21 @@ class EvaluatorActor:
         return outcome, self.worker.compiled(queued) if queued else []
 
     @ray.method(concurrency_group="ahead")
-    def prefetch(self, request_json: str, ticket: int | None = None) -> bool:
-        request = EvalRequest.model_validate_json(request_json)
+    def prefetch(self, request_json: str, ticket: int | None = None,
+                 delta: tuple[int, int, int, str] | None = None) -> bool:
+        """Announce a request, to compile it ahead and start it by ``ticket``.  ``delta``: its JSON
+        lacks the source, which is ``(base ticket, head, tail, middle)`` of a text of its family
+        announced before (:class:`AnnouncedTexts`); where that is not here, nothing is held (False)."""
+        if delta is None:
+            request = EvalRequest.model_validate_json(request_json)
+        else:
+            fields = json.loads(request_json)
+            source = self._texts.rebuild(fields["family"], *delta)
+            if source is None:
+                return False
+            request = EvalRequest.model_validate({**fields, "source": source})
+        if ticket is not None:  # kept as the pool keeps it (the same rule, in the same order)
+            self._texts.add(request.family, ticket, request.source, None if delta is None else delta[0])
         if ticket is not None and not self._held.announced(ticket, request):
             return False  # it started (or was withdrawn) before this announcement ran
         announced = self.worker.prefetch(request)

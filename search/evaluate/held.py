@@ -7,12 +7,19 @@ now names an announced request by its ticket (unique per announcement, so a requ
 under the same candidate id is never mistaken for an older one), and the evaluator answers
 "not held" where it lacks it: a restarted actor lost what was announced to the one before, and an
 announcement runs in another concurrency group than the start, so it may still be on its way.
-The pool then sends the text.  Pure Python, tested without Ray."""
+The pool then sends the text.
+
+An announcement's source may also come as its difference from one of the last few of its family
+that this evaluator was announced (:class:`AnnouncedTexts`): a tuner's child differs from its
+sibling in a PARAMS block, and ``cuda_blocked``'s 177 KB file is above Ray's 100 KB limit for arguments sent
+inline (a call five times as costly to the driver).  Pure Python, tested without Ray."""
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+
+from population.sources import Delta, join
 from search.engine.messages import EvalRequest
 
 # How long a start by ticket waits for its announcement to land before it answers "not held": the
@@ -21,6 +28,9 @@ ANNOUNCED_WITHIN_S = 2.0
 # Tickets started or withdrawn, remembered so that a late announcement of one is not held for ever
 # (nor compiled); an announcement later than this many newer ones is not expected.
 REMEMBERED = 4096
+# Announced sources kept per family, to send later ones as their differences from: a few structures
+# of a family are tuned at once (their children come interleaved).
+TEXTS_PER_FAMILY = 4
 
 
 class HeldRequests:
@@ -79,3 +89,46 @@ class HeldRequests:
         self._done.move_to_end(ticket)
         while len(self._done) > REMEMBERED:
             self._done.popitem(last=False)
+
+
+class AnnouncedTexts:
+    """Per family, the last few sources announced to one evaluator, as ``(ticket, text)``, oldest
+    first: the texts a later announcement's source may be the difference from.  The pool keeps one
+    for each evaluator and the evaluator its own, and both follow the same rule in the order the
+    announcements were sent (one concurrency group, in order), so that the ticket the pool names
+    is one the evaluator holds:
+
+    - a source sent whole is added last; one sent as its difference from a kept text takes that
+      text's place, last (its structure's newest text: a tuner's children differ from each other
+      in a PARAMS block, and children of several structures of a family come interleaved);
+    - beyond ``per_family`` texts, the oldest goes.
+
+    The evaluator also drops what it cannot rebuild (a restart since): it does not add it, and
+    the pool, once a start shows the evaluator lacks something, forgets every text (``clear``) and
+    sends whole again; the texts the evaluator holds beyond the pool's are then older than any
+    the pool names, so the oldest-first rule never drops one the pool keeps."""
+
+    def __init__(self, per_family: int = TEXTS_PER_FAMILY) -> None:
+        self.per_family = per_family
+        self._texts: dict[str, list[tuple[int, str]]] = {}
+
+    def bases(self, family: str) -> list[tuple[int, str]]:
+        return list(self._texts.get(family, ()))
+
+    def add(self, family: str, ticket: int, text: str, base: int | None = None) -> None:
+        """Keep ``text``, announced under ``ticket`` (as its difference from ``base``, if given)."""
+        kept = [(t, x) for t, x in self._texts.get(family, ()) if t != base]
+        kept.append((ticket, text))
+        self._texts[family] = kept[-self.per_family:]
+
+    def rebuild(self, family: str, base: int, head: int, tail: int, middle: str) -> str | None:
+        """The source ``base[:head] + middle + base[len(base) - tail:]``, or None where ``base`` is
+        not kept here (a restart since it was announced): the pool then sends the text when the
+        start names the ticket and the evaluator lacks it."""
+        text = next((x for t, x in self._texts.get(family, ()) if t == base), None)
+        if text is None or head + tail > len(text):
+            return None
+        return join(text, Delta(base="", head=head, tail=tail, middle=middle))
+
+    def clear(self) -> None:
+        self._texts.clear()

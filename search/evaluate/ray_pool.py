@@ -13,9 +13,10 @@ Facts this relies on (see docs/ray-optuna-triton-facts in the notes):
   * an actor runs up to ``lanes`` evaluations at once (its default concurrency group has
     ``lanes`` threads; prefetch and the compile questions keep their own group of one), so
     a killed or dead actor loses every evaluation in flight on it, each reported ``Lost``;
-  * a queued request's text (50-180 KB) crosses Ray once, in its announcement; its start names
-    it by ticket, and an actor that lacks it (restarted, or the announcement lost) answers
-    unrun, and the text follows (search/evaluate/held.py).
+  * a queued request's text (50-180 KB) crosses Ray once, in its announcement, as its difference
+    from the last one of its family announced there where it has one; its start names it by
+    ticket, and an actor that lacks it (restarted, or the announcement lost) answers unrun, and
+    the text follows (search/evaluate/held.py).
 """
 
 from __future__ import annotations
@@ -171,13 +172,9 @@ class RayPool(CompileReports):
         return any(slot.starved_load is not None for slot in self._ready())
 
     def withdraw_queued(self) -> list[str]:
-        """Take back every request not started yet (the loop returns them to pending on stop)."""
-        out = []
-        for slot in self.slots:
-            out += [r.candidate_id for r in slot.queue]
-            slot.queue.clear()
-            slot.payloads.clear()
-        return out
+        """Take back every request not started yet (the loop returns them to pending on stop); the
+        evaluators stop compiling them ahead, which would hold their CPUs while the runs drain."""
+        return self.withdraw([r.candidate_id for slot in self.slots for r in slot.queue])
 
     def withdraw(self, candidate_ids: Collection[str]) -> list[str]:
         """Take back those of ``candidate_ids`` still queued on an evaluator; each one's compile ahead

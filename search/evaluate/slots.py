@@ -10,24 +10,39 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from population.sources import delta_against
 from search.engine.messages import EvalRequest
 from search.engine.pool import next_in_queue
+from search.evaluate.held import AnnouncedTexts
 
 # Announcements are numbered across the pool's slots: a ticket names one announcement of one request
 # (a request made again under the same id, or moved to another evaluator, gets a new one).
 _TICKETS = itertools.count(1)
+# Sources shorter than this are announced whole: a difference costs more to find and rebuild than a
+# short text costs to send (6 KB: 0.26 ms an announcement against 0.20; 60 KB: 0.31 against 0.50;
+# 180 KB: 0.45 against 1.68, over Ray's inline limit; lab/actor_call_cost.py).
+DELTA_MIN_SOURCE = 16_384
+# A difference this small is taken without trying the family's other kept texts (a PARAMS block).
+SMALL_MIDDLE = 8_192
 
 
 @dataclass
 class Announcement:
-    """A queued request as its evaluator was told of it: the JSON it was sent (made once, 50-180 KB)
-    and the ticket that names it there.  ``here``: sent to the actor as it is now; a restart
-    (or an evaluator that said it lacks one) clears it, and the request's start carries the text."""
+    """A queued request as its evaluator was told of it, under the ticket that names it there.
+    ``here``: sent to the actor as it is now; a restart (or an evaluator that said it lacks one)
+    clears it, and the request's start carries its text: its whole JSON (50-180 KB), made once,
+    when first needed (an announcement of a family announced before carries only the difference)."""
 
     request: EvalRequest
-    payload: str
     ticket: int
     here: bool = True
+    made: str | None = None
+
+    @property
+    def payload(self) -> str:
+        if self.made is None:
+            self.made = self.request.model_dump_json()
+        return self.made
 
 
 @dataclass
@@ -72,6 +87,9 @@ class Slot:
     # its text crosses Ray once.
     payloads: dict[str, Announcement] = field(default_factory=dict)
     resent: int = 0  # starts by ticket the actor did not hold, sent again with their text
+    # The last few sources of each family the actor as it is now was announced (the actor keeps the
+    # same): a later one's source goes as its difference from one of them.
+    sources_here: AnnouncedTexts = field(default_factory=AnnouncedTexts)
 
     @property
     def up(self) -> bool:
@@ -101,19 +119,37 @@ class Slot:
     def enqueue(self, request: EvalRequest, payload: str | None = None) -> None:
         """Queue a request behind the running ones; the actor hears of it at once, to compile it ahead.
         ``payload``: its JSON, when another slot had it already."""
-        payload = request.model_dump_json() if payload is None else payload
         self.queue.append(request)
-        sent = self.payloads[request.candidate_id] = Announcement(request, payload, next(_TICKETS))
-        self.actor.prefetch.remote(payload, sent.ticket)
+        sent = self.payloads[request.candidate_id] = Announcement(request, next(_TICKETS), made=payload)
+        self._announce(sent)
+
+    def _announce(self, sent: Announcement) -> None:
+        """Send an announcement: its source as the difference from the kept text of its family it
+        differs least from, where that difference is small; else its whole JSON."""
+        request = sent.request
+        best, base = None, None
+        if len(request.source) >= DELTA_MIN_SOURCE:
+            for ticket, text in reversed(self.sources_here.bases(request.family)):
+                delta = delta_against("", text, request.source)
+                if delta is not None and (best is None or len(delta.middle) < len(best.middle)):
+                    best, base = delta, ticket
+                    if len(delta.middle) <= SMALL_MIDDLE:
+                        break
+        if best is None or base is None:
+            self.actor.prefetch.remote(sent.payload, sent.ticket)
+        else:
+            self.actor.prefetch.remote(request.model_dump_json(exclude={"source"}), sent.ticket,
+                                       (base, best.head, best.tail, best.middle))
+        self.sources_here.add(request.family, sent.ticket, request.source, base)
 
     def announcement(self, request: EvalRequest) -> Announcement | None:
         kept = self.payloads.get(request.candidate_id)
         return kept if kept is not None and kept.request is request else None
 
-    def payload(self, request: EvalRequest) -> str:
-        """The request's JSON as it was announced here (dumped now if it was not)."""
+    def payload(self, request: EvalRequest) -> str | None:
+        """The request's JSON where it was made for its announcement here (None if not)."""
         kept = self.announcement(request)
-        return kept.payload if kept is not None else request.model_dump_json()
+        return kept.made if kept is not None else None
 
     def take(self, index: int) -> tuple[EvalRequest, Announcement | None]:
         """The queued request at ``index``, off the queue, with its announcement (to start it)."""
@@ -149,16 +185,16 @@ class Slot:
         queued request's start carries its text until it is announced again."""
         for sent in self.payloads.values():
             sent.here = False
+        self.sources_here.clear()
 
     def announce_queue(self) -> None:
         """Tell a restarted actor what it holds: it knows nothing of what was announced before."""
         for queued in self.queue:
             sent = self.announcement(queued)
             if sent is None:
-                sent = self.payloads[queued.candidate_id] = Announcement(
-                    queued, queued.model_dump_json(), next(_TICKETS))
+                sent = self.payloads[queued.candidate_id] = Announcement(queued, next(_TICKETS))
             sent.here = True
-            self.actor.prefetch.remote(sent.payload, sent.ticket)
+            self._announce(sent)
 
     def knows_compiled(self) -> bool:
         """Whether its actor said one of the requests it queues is compiled."""

@@ -83,3 +83,28 @@ def test_a_withdrawn_request_is_not_started_by_its_ticket(tmp_path):
     assert made.prefetch(request("c1", "householder_unblocked").model_dump_json(), 31)
     made.withdraw("c1", 31)
     assert made.evaluate(None, 31) == (None, [])
+
+
+def test_an_announcement_as_a_difference_is_held_as_the_whole_request(tmp_path):
+    made, clock = actor(tmp_path)
+    first = request("c1", "cuda_blocked")
+    second = first.model_copy(update={"candidate_id": "c2", "source": first.source.replace("pdl", "pdl_", 1)})
+    assert made.prefetch(first.model_dump_json(), 41)
+    head = second.source.index("pdl_") + 3
+    tail = len(first.source) - head
+    assert made.prefetch(second.model_dump_json(exclude={"source"}), 42, (41, head, tail, "_"))
+    assert made._held._held[42] == second  # the source rebuilt exactly
+    clock.sleep(3600.0)
+    outcome_json, _ = made.evaluate(None, 42)
+    assert EvalOutcome.model_validate_json(outcome_json).candidate_id == "c2"
+
+
+def test_an_announcement_whose_base_the_actor_lacks_is_not_held(tmp_path):
+    """Restarted since its base was announced: nothing is held, and the start by ticket answers
+    unrun (the pool sends the whole text)."""
+    made, _ = actor(tmp_path)
+    made._held.wait_s = 0.05
+    compact = request("c2", "cuda_blocked").model_dump_json(exclude={"source"})
+    assert not made.prefetch(compact, 52, (51, 10, 10, "x"))
+    assert made.evaluate(None, 52) == (None, [])
+    assert made.worker.evaluations == 0
