@@ -11,8 +11,9 @@ The pool then sends the text.
 
 An announcement's source may also come as its difference from one of the last few of its family
 that this evaluator was announced (:class:`AnnouncedTexts`): a tuner's child differs from its
-sibling in a PARAMS block, and ``cuda_blocked``'s 177 KB file is above Ray's 100 KB limit for arguments sent
-inline (a call five times as costly to the driver).  Pure Python, tested without Ray."""
+sibling in a PARAMS block, and ``cuda_blocked``'s 177 KB file is above Ray's 100 KB limit for
+arguments sent inline (a call five times as costly to the driver).  Pure Python, tested without
+Ray."""
 
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ Facts this relies on (see docs/ray-optuna-triton-facts in the notes):
   * an actor runs up to ``lanes`` evaluations at once (its default concurrency group has
     ``lanes`` threads; prefetch and the compile questions keep their own group of one), so
     a killed or dead actor loses every evaluation in flight on it, each reported ``Lost``;
-  * a queued request's text (50-180 KB) crosses Ray once, in its announcement, as its difference
-    from the last one of its family announced there where it has one; its start names it by
+  * a queued request's text (50-180 KB) crosses Ray once, in its announcement (as its difference
+    from a text of its family announced there before, where one is close); its start names it by
     ticket, and an actor that lacks it (restarted, or the announcement lost) answers unrun, and
     the text follows (search/evaluate/held.py).
 """
