@@ -4,7 +4,6 @@ one.  It never touches CUDA itself (its worker's children do), so it survives an
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import threading
@@ -134,16 +133,9 @@ class EvaluatorActor:
         """Announce a request, to compile it ahead and start it by ``ticket``.  ``delta``: its JSON
         lacks the source, which is ``(base ticket, head, tail, middle)`` of a text of its family
         announced before (:class:`AnnouncedTexts`); where that is not here, nothing is held (False)."""
-        if delta is None:
-            request = EvalRequest.model_validate_json(request_json)
-        else:
-            fields = json.loads(request_json)
-            source = self._texts.rebuild(fields["family"], *delta)
-            if source is None:
-                return False
-            request = EvalRequest.model_validate({**fields, "source": source})
-        if ticket is not None:  # kept as the pool keeps it (the same rule, in the same order)
-            self._texts.add(request.family, ticket, request.source, None if delta is None else delta[0])
+        request = self._texts.received(request_json, ticket, delta)
+        if request is None:
+            return False
         if ticket is not None and not self._held.announced(ticket, request):
             return False  # it started (or was withdrawn) before this announcement ran
         announced = self.worker.prefetch(request)

@@ -17,6 +17,7 @@ Ray."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 
@@ -121,6 +122,23 @@ class AnnouncedTexts:
         kept = [(t, x) for t, x in self._texts.get(family, ()) if t != base]
         kept.append((ticket, text))
         self._texts[family] = kept[-self.per_family:]
+
+    def received(self, request_json: str, ticket: int | None,
+                 delta: tuple[int, int, int, str] | None = None) -> EvalRequest | None:
+        """The request an announcement carried, its source kept under ``ticket`` (the same rule,
+        in the same order, as the pool's book).  ``delta``: the JSON lacks the source, which is
+        ``(base ticket, head, tail, middle)`` of a kept text; None where that base is not kept."""
+        if delta is None:
+            request = EvalRequest.model_validate_json(request_json)
+        else:
+            fields = json.loads(request_json)
+            source = self.rebuild(fields["family"], *delta)
+            if source is None:
+                return None
+            request = EvalRequest.model_validate({**fields, "source": source})
+        if ticket is not None:
+            self.add(request.family, ticket, request.source, None if delta is None else delta[0])
+        return request
 
     def rebuild(self, family: str, base: int, head: int, tail: int, middle: str) -> str | None:
         """The source ``base[:head] + middle + base[len(base) - tail:]``, or None where ``base`` is

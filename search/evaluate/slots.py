@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from population.sources import delta_against
+from population.sources import Delta, delta_against
 from search.engine.messages import EvalRequest
 from search.engine.pool import next_in_queue
 from search.evaluate.held import AnnouncedTexts
@@ -127,20 +127,21 @@ class Slot:
         """Send an announcement: its source as the difference from the kept text of its family it
         differs least from, where that difference is small; else its whole JSON."""
         request = sent.request
-        best, base = None, None
+        closest: tuple[int, Delta] | None = None
         if len(request.source) >= DELTA_MIN_SOURCE:
             for ticket, text in reversed(self.sources_here.bases(request.family)):
                 delta = delta_against("", text, request.source)
-                if delta is not None and (best is None or len(delta.middle) < len(best.middle)):
-                    best, base = delta, ticket
+                if delta is not None and (closest is None or len(delta.middle) < len(closest[1].middle)):
+                    closest = ticket, delta
                     if len(delta.middle) <= SMALL_MIDDLE:
                         break
-        if best is None or base is None:
+        if closest is None:
             self.actor.prefetch.remote(sent.payload, sent.ticket)
         else:
+            base, delta = closest
             self.actor.prefetch.remote(request.model_dump_json(exclude={"source"}), sent.ticket,
-                                       (base, best.head, best.tail, best.middle))
-        self.sources_here.add(request.family, sent.ticket, request.source, base)
+                                       (base, delta.head, delta.tail, delta.middle))
+        self.sources_here.add(request.family, sent.ticket, request.source, closest[0] if closest else None)
 
     def announcement(self, request: EvalRequest) -> Announcement | None:
         kept = self.payloads.get(request.candidate_id)

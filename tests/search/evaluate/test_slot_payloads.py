@@ -7,7 +7,6 @@ announced before carries its source as the difference from that one's."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,16 +116,9 @@ def _child(cid: str, family: str, **changed: Any) -> EvalRequest:
 
 
 def _rebuilt(texts: AnnouncedTexts, call: tuple[Any, ...]) -> EvalRequest:
-    """The request an actor makes of an announcement, keeping its source as it does."""
-    fields = json.loads(call[0])
-    if len(call) == 2:
-        made = EvalRequest.model_validate(fields)
-        texts.add(made.family, call[1], made.source)
-    else:
-        source = texts.rebuild(fields["family"], *call[2])
-        assert source is not None
-        made = EvalRequest.model_validate({**fields, "source": source})
-        texts.add(made.family, call[1], made.source, call[2][0])
+    """The request the actor makes of an announcement (its own book: ``texts``)."""
+    made = texts.received(*call)
+    assert made is not None
     return made
 
 
