@@ -8,13 +8,16 @@ one row per condition: medians, their spread over repeats, and the SM clock befo
 
     python lab/timing_conditions.py [--repeats 3] [--idle-s 2] [--load 12] [--cases short|long]
                                         [--load-kind spin|compile] [--conditions warm,idle,idle+reps10,load]
+                                        [--pairs FAMILY:CASE,...]
 
-Conditions: ``warm`` (right after another measurement), ``idle`` (after the host and GPU idled
+Conditions: ``memory`` (another process holds all but ``--leave-gb`` of the GPU's memory),
+``warm`` (right after another measurement), ``idle`` (after the host and GPU idled
 ``--idle-s``), ``idle+reps10`` (the same, ten timed calls at least), ``load`` (busy CPU loops at
 nice 10 on other CPUs, as compile processes would be, and on the timing CPU's SMT sibling if
 it has one).  ``--load-kind compile`` loads those CPUs with what the search runs there: Triton
 compiles of lookahead_split (compile-only processes, a fresh cache each, restarted as they end).
-``--cases long`` times the seeds' cases of 6 ms and more instead of the launch-bound ones.
+``--cases long`` times the seeds' cases of 6 ms and more instead of the launch-bound ones;
+``--pairs cuda_blocked:dense-640x512-c2,...`` times the given family files' defaults on those cases.
 What H200 hosts showed is in docs/search-performance.md ("Timing under load").
 """
 
@@ -91,6 +94,36 @@ class Load:
             p.join(5)
 
 
+def _hog(leave_gb: float, ready: mp.Event, stop: mp.Event) -> None:  # type: ignore[valid-type]
+    """Hold all but ``leave_gb`` of the GPU's free memory, as idle CUDA processes of a search can."""
+    free, _ = torch.cuda.mem_get_info()
+    held = torch.empty(max(0, int(free - leave_gb * 2**30)), dtype=torch.uint8, device="cuda")
+    held.fill_(1)
+    torch.cuda.synchronize()
+    ready.set()  # type: ignore[attr-defined]
+    stop.wait()  # type: ignore[attr-defined]
+    del held
+
+
+class MemoryLoad:
+    """Another process holding the GPU's memory but ``leave_gb`` (its context idle meanwhile)."""
+
+    def __init__(self, leave_gb: float) -> None:
+        ctx = mp.get_context("spawn")
+        self.ready, self.stop = ctx.Event(), ctx.Event()
+        self.proc = ctx.Process(target=_hog, args=(leave_gb, self.ready, self.stop), daemon=True)
+
+    def __enter__(self) -> "MemoryLoad":
+        self.proc.start()
+        if not self.ready.wait(60):
+            raise RuntimeError("the memory-holding process did not start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.proc.join(10)
+
+
 class CompileLoad:
     """One compile-only process of lookahead_split per CPU, each into a fresh cache, restarted as it ends."""
 
@@ -158,8 +191,10 @@ def main() -> int:
     parser.add_argument("--idle-s", type=float, default=2.0)
     parser.add_argument("--load", type=int, default=12, help="busy CPU loops in the load conditions")
     parser.add_argument("--cases", choices=["short", "long"], default="short")
+    parser.add_argument("--pairs", default="", help="FAMILY:CASE[,FAMILY:CASE...] to time instead of --cases")
     parser.add_argument("--load-kind", choices=["spin", "compile"], default="spin")
     parser.add_argument("--conditions", default="warm,idle,idle+reps10,load")
+    parser.add_argument("--leave-gb", type=float, default=4.0, help="GPU memory left free in the 'memory' condition")
     args = parser.parse_args()
     timing_cpu = min(os.sched_getaffinity(0))
     os.sched_setaffinity(0, {timing_cpu})
@@ -172,6 +207,8 @@ def main() -> int:
     policy = TimingPolicy(max_seconds=0.5)
     bench = {c.name: c for c in get_suite("qrv2-bench")}
     cases = SHORT if args.cases == "short" else LONG
+    if args.pairs:
+        cases = tuple(tuple(pair.split(":", 1)) for pair in args.pairs.split(","))  # type: ignore[misc]
     precompile(cases, others)
     kernels = {fam: load_candidate(FAMILIES_DIR / f"{fam}.py") for fam, _ in cases}
     for fam, case in cases:  # load everything first
@@ -191,13 +228,17 @@ def main() -> int:
 
     load_cpus = (sibling + [c for c in others if c not in sibling])[: args.load]
     known = {"warm": (policy, None), "idle": (policy, None),
-             "idle+reps10": (policy.model_copy(update={"min_reps": 10}), None), "load": (policy, load_cpus)}
+             "idle+reps10": (policy.model_copy(update={"min_reps": 10}), None), "load": (policy, load_cpus),
+             "memory": (policy, None)}
     conditions = [(name, *known[name]) for name in args.conditions.split(",")]
     rows = []
     for name, pol, cpus in conditions:
         runs = []
         for _ in range(args.repeats):
-            if cpus:
+            if name == "memory":
+                with MemoryLoad(args.leave_gb):
+                    runs.append(once(name, pol))
+            elif cpus:
                 with (Load(cpus) if args.load_kind == "spin" else CompileLoad(cpus)):
                     runs.append(once(name, pol))
             else:

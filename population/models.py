@@ -209,6 +209,8 @@ class CaseOutcome(_Measured):
     min_ms: float | None = None
     max_ms: float | None = None
     count: int | None = Field(default=None, ge=0)  # timed calls behind the median
+    host_ms: float | None = Field(default=None, ge=0)  # the host's median time to enqueue a timed call
+    allocator_calls: int | None = Field(default=None, ge=0)  # cudaMalloc/cudaFree inside the timed regions
     baseline_ms: float | None = None
     speedup: float | None = None
     residuals: dict[str, float] = Field(default_factory=dict)

@@ -77,15 +77,18 @@ def test_honesty_table_reads_a_second_bench_of_a_file_as_its_noise_floor(tmp_pat
 
     seed_file = str((tmp_path / "seed.py").resolve())
     monkeypatch.setattr(honesty_table, "seeds", lambda run_dir: [
-        {"id": "c0000002", "family": "toy", "file": seed_file, "medians": {"a-20x32-c1": 0.108, "b-640x512-c2": 10.0}}])
+        {"id": "c0000002", "family": "toy", "file": seed_file, "medians": {"a-20x32-c1": 0.108, "b-640x512-c2": 10.0},
+         "costs": {"a-20x32-c1": (0.09, 0), "b-640x512-c2": (2.5, 4)}}])
 
-    def bench(name: str, medians: dict[str, float]) -> Path:
+    def bench(name: str, medians: dict[str, float], costs: dict[str, dict] | None = None) -> Path:
         path = tmp_path / name
         path.write_text(json.dumps({"reports": [{"candidate": seed_file, "cases": [
-            {"name": case, "timing": {"median_ms": ms}} for case, ms in medians.items()]}]}))
+            {"name": case, "timing": {"median_ms": ms, **(costs or {}).get(case, {})}}
+            for case, ms in medians.items()]}]}))
         return path
 
-    first = bench("bench_seed1.json", {"a-20x32-c1": 0.10, "b-640x512-c2": 10.5})
+    first = bench("bench_seed1.json", {"a-20x32-c1": 0.10, "b-640x512-c2": 10.5},
+                  {"b-640x512-c2": {"host_ms": 1.5, "allocator_calls": 0}})
     again = bench("bench_repeat2.json", {"a-20x32-c1": 0.12})
     # Which bench is the repeat is said, not read from the order (a sorted glob put repeats first).
     rows = {r["case"]: r for r in honesty_table.table(tmp_path, [first], [again])}
@@ -94,6 +97,11 @@ def test_honesty_table_reads_a_second_bench_of_a_file_as_its_noise_floor(tmp_pat
     assert short["repeat_ms"] == 0.12 and short["repeat_diff"] == pytest.approx(0.20)  # bench vs bench
     assert long["diff"] == pytest.approx(10.0 / 10.5 - 1) and not long["ok"]  # 4.8% > 3%
     assert long["repeat_diff"] is None  # benched once
+    # What else the calls cost, in the search and alone: the search's four allocator calls explain its gap.
+    assert (long["search_host_ms"], long["bench_host_ms"]) == (2.5, 1.5)
+    assert (long["search_allocator_calls"], long["bench_allocator_calls"]) == (4, 0)
+    assert short["bench_host_ms"] is None and short["search_allocator_calls"] == 0  # the bench did not record it
+    assert honesty_table._pair(2.5, None, ".4g") == "2.5 / -" and honesty_table._pair(None, None, "d") == ""
 
 
 def test_every_sweep_plan_renders_files_the_families_accept(tmp_path, monkeypatch):

@@ -12,7 +12,11 @@ Rules, each closing a way a benchmark can lie:
     synchronisation and of the event records is calibrated on an empty region
     in the same process and subtracted;
   * calls repeat until the standard error is under 1% of the mean or a time
-    cap is reached; the median is reported with min, max and count.
+    cap is reached; the median is reported with min, max and count;
+  * what else the timed regions cost is reported beside their time: how long the host took
+    to enqueue a call (near the time itself, the GPU waited for the host, which a busy host
+    slows) and the device allocator's calls inside them (a cudaMalloc or cudaFree stalls the
+    call, and its time is in the median).
 
 A timed region holds one call, or (``TimingPolicy.region == "gpumode"``) GPU MODE qr_v2's
 batch of fresh inputs called back to back, timed together and divided by their count: the
@@ -34,7 +38,8 @@ import math
 import statistics
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterator, TypeVar
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, TypeVar
 
 import torch
 
@@ -88,15 +93,43 @@ class DeviceTurn:
         """Let others use the device again."""
 
 
+@dataclass(frozen=True)
+class RegionNotes:
+    """What a timed region cost besides its time: the host's enqueueing and the device allocator."""
+
+    host_ms: float  # start mark to the region's return, before the synchronisation
+    allocator_calls: int | None = None  # cudaMalloc + cudaFree inside the region (None off CUDA)
+    alloc_retries: int | None = None  # cudaMallocs that failed and were retried after freeing the cache
+
+
+ALLOCATOR_CALLS = ("num_device_alloc", "num_device_free")
+
+
+def allocator_counts(stats: dict[str, Any]) -> tuple[int, int] | None:
+    """(device allocation and free calls, retried allocations) so far, from
+    ``torch.cuda.memory_stats``; None where this torch does not count them."""
+    if not all(key in stats for key in ALLOCATOR_CALLS) or "num_alloc_retries" not in stats:
+        return None
+    return sum(int(stats[key]) for key in ALLOCATOR_CALLS), int(stats["num_alloc_retries"])
+
+
+def allocator_delta(before: tuple[int, int] | None, after: tuple[int, int] | None) -> tuple[int | None, int | None]:
+    if before is None or after is None:
+        return None, None
+    return after[0] - before[0], after[1] - before[1]
+
+
 class DeviceClock:
     """Flush, start mark, end mark: CUDA events on a GPU, a host timer on CPU.  Its timed
-    regions and its calibration run in ``turn``'s turns."""
+    regions and its calibration run in ``turn``'s turns; ``last`` holds the latest region's
+    :class:`RegionNotes`."""
 
     def __init__(self, device: torch.device, turn: DeviceTurn | None = None) -> None:
         self.device = device
         self.cuda = device.type == "cuda"
         self.turn = turn if turn is not None else DeviceTurn()
         self._flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=device) if self.cuda else None
+        self.last: RegionNotes | None = None
         if self.cuda:
             with self.turn():  # the empty region's cost must not include another process's kernels
                 self.overhead_ms = self._calibrate()
@@ -119,14 +152,21 @@ class DeviceClock:
         if not self.cuda:
             t0 = time.perf_counter()
             out = fn()
-            return out, (time.perf_counter() - t0) * 1e3
+            elapsed = (time.perf_counter() - t0) * 1e3
+            self.last = RegionNotes(host_ms=elapsed)
+            return out, elapsed
+        before = allocator_counts(torch.cuda.memory_stats(self.device))
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
+        t0 = time.perf_counter()
         start.record()
         out = fn()
+        host_ms = (time.perf_counter() - t0) * 1e3
         torch.cuda.synchronize()  # the whole device: other streams count too
         end.record()
         end.synchronize()
+        calls, retries = allocator_delta(before, allocator_counts(torch.cuda.memory_stats(self.device)))
+        self.last = RegionNotes(host_ms=host_ms, allocator_calls=calls, alloc_retries=retries)
         return out, max(0.0, start.elapsed_time(end) - self.overhead_ms)
 
     def _calibrate(self, samples: int = 50) -> float:
@@ -207,6 +247,7 @@ def measure(kernel: Kernel, case: Case, device: torch.device, clock: DeviceClock
         if not verdict.ok:
             return None, verdict.model_copy(update={"message": f"warm-up call {w + 1}: {verdict.message}"})
     times: list[float] = []
+    notes: list[RegionNotes] = []
     worst: VerifyResult | None = None
     began = time.perf_counter()
     waited_before = clock.turn.waited_s  # waiting for turns is not the case's time
@@ -222,6 +263,8 @@ def measure(kernel: Kernel, case: Case, device: torch.device, clock: DeviceClock
             return None, verdict.model_copy(update={"message": f"{where}: {verdict.message}"})
         assert elapsed is not None
         times.append(elapsed)
+        if clock.last is not None:
+            notes.append(clock.last)
         if worst is None or (verdict.factor_scaled or 0.0) > (worst.factor_scaled or 0.0):
             worst = verdict
         if len(times) >= policy.min_reps:
@@ -232,7 +275,19 @@ def measure(kernel: Kernel, case: Case, device: torch.device, clock: DeviceClock
             if time.perf_counter() - began - (clock.turn.waited_s - waited_before) > policy.max_seconds:
                 break
     assert worst is not None  # max_reps >= 1
-    return _stats(times, clock).model_copy(update={"check_s": check_s, "calls_per_region": count}), worst
+    return _stats(times, clock).model_copy(update={"check_s": check_s, "calls_per_region": count,
+                                                    **_region_costs(notes, count)}), worst
+
+
+def _region_costs(notes: list[RegionNotes], calls_per_region: int) -> dict[str, Any]:
+    """TimingStats' host and allocator fields from the timed regions' notes."""
+    if not notes:
+        return {}
+    calls = [n.allocator_calls for n in notes]
+    retries = [n.alloc_retries for n in notes]
+    return {"host_ms": statistics.median(n.host_ms for n in notes) / calls_per_region,
+            "allocator_calls": None if None in calls else sum(c for c in calls if c is not None),
+            "alloc_retries": None if None in retries else sum(r for r in retries if r is not None)}
 
 
 def _stats(times: list[float], clock: DeviceClock) -> TimingStats:

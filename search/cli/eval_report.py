@@ -94,6 +94,8 @@ def print_bench(report: SuiteReport) -> None:
     else:
         console.print(_bench_table(report, notes))
         _print_footnotes(groups)
+        for line in timing_caveats(report):
+            console.print(escape(line), highlight=False)
     console.print(_geomean_line(report))
 
 
@@ -115,7 +117,7 @@ def _bench_table(report: SuiteReport, notes: dict[tuple[str, str], int]) -> Tabl
     if any(c.timing and c.timing.calls_per_region > 1 for c in report.cases):
         timer += "; as GPU MODE's eval.py: fresh inputs back to back per timed region, time per call"
     table = Table(title=f"{_header(report)}\ntiming: {timer}", title_justify="left", title_style="bold")
-    for column in ("case", "status", "median ms", "min/max ms", "n", "geqrf ms", "speedup", "floor %",
+    for column in ("case", "status", "median ms", "min/max ms", "n", "host ms", "geqrf ms", "speedup", "floor %",
                    "factor", "orth", "message"):
         table.add_column(column, overflow="fold", justify="right" if column not in ("case", "message") else "left")
     for r in report.cases:
@@ -125,10 +127,33 @@ def _bench_table(report: SuiteReport, notes: dict[tuple[str, str], int]) -> Tabl
         table.add_row(
             r.case.name, _status(r), fmt_ms(t.median_ms if t else None),
             f"{fmt_ms(t.min_ms)}/{fmt_ms(t.max_ms)}" if t else "-", str(t.count) if t else "-",
-            fmt_ms(r.baseline_ms), fmt_speedup(r.speedup), floor,
+            fmt_ms(t.host_ms if t else None), fmt_ms(r.baseline_ms), fmt_speedup(r.speedup), floor,
             _fmt(v.factor_scaled if v else None), _fmt(v.orth_scaled if v else None), _message_cell(r, notes),
         )
     return table
+
+
+# A call whose host enqueueing took this share of its time or more kept the GPU waiting for the host.
+HOST_BOUND_SHARE = 0.8
+
+
+def timing_caveats(report: SuiteReport) -> list[str]:
+    """One line per timed case whose time holds more than its kernels: device allocator calls
+    inside the timed regions, or a host that enqueued the call about as slowly as it ran
+    ("host ms": the median time from the start mark to the call's return)."""
+    lines = []
+    for r in report.cases:
+        t = r.timing
+        if t is None or t.timer != "cuda_events":
+            continue
+        if t.allocator_calls:
+            retried = f", {t.alloc_retries} of them retried after freeing the cache" if t.alloc_retries else ""
+            lines.append(f"{r.case.name}: the timed calls made {t.allocator_calls} cudaMalloc/cudaFree calls"
+                         f"{retried}; their stalls are in the time")
+        if t.host_ms is not None and t.median_ms > 0 and t.host_ms >= HOST_BOUND_SHARE * t.median_ms:
+            lines.append(f"{r.case.name}: host-bound (enqueueing a call took {fmt_ms(t.host_ms)} of its "
+                         f"{fmt_ms(t.median_ms)} ms): a busy host slows it")
+    return lines
 
 
 def _geomean_line(report: SuiteReport) -> str:

@@ -43,7 +43,9 @@ def _outcome(case: CaseResult) -> CaseOutcome:
                                        ("leak", v.leakage_scaled), ("recon", v.recon_scaled)) if x is not None}
     return CaseOutcome(case=case.case.name, status=case.status,
                        median_ms=t.median_ms if t else None, min_ms=t.min_ms if t else None,
-                       max_ms=t.max_ms if t else None, count=t.count if t else None, baseline_ms=case.baseline_ms,
+                       max_ms=t.max_ms if t else None, count=t.count if t else None,
+                       host_ms=t.host_ms if t else None, allocator_calls=t.allocator_calls if t else None,
+                       baseline_ms=case.baseline_ms,
                        residuals=residuals, message=("" if case.ok else case.message)[:2000], wall_s=case.wall_s)
 
 

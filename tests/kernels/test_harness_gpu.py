@@ -47,3 +47,14 @@ def test_fast_q_matches_householder_product_on_the_gpu(batch, n):
     assert torch.allclose(householder_q64(h, tau), expected, rtol=0, atol=1e-12)
     exact, fast = verify_qr(a, (h, tau)), verify_qr(a, (h, tau), exact_q=False)
     assert exact.ok and fast.ok and abs(exact.factor_scaled - fast.factor_scaled) < 0.5
+
+
+def test_allocations_outside_the_cache_and_the_hosts_enqueueing_are_reported_beside_the_time():
+    base = run_candidate(CandidateJob(BASELINE_PATH, tuple(CASES[:1]), mode="bench", policy=POLICY))
+    alloc = run_candidate(CandidateJob(CANDIDATES / "allocates_outside_cache.py", tuple(CASES[:1]), mode="bench",
+                                       policy=POLICY))
+    assert base.ok and alloc.ok
+    quiet, busy = base.cases[0].timing, alloc.cases[0].timing
+    assert quiet.allocator_calls == 0 and quiet.alloc_retries == 0  # warm-ups filled the cache
+    assert busy.allocator_calls >= busy.count  # at least a cudaMalloc every timed call
+    assert 0 < quiet.host_ms and 0 < busy.host_ms

@@ -38,6 +38,8 @@ def test_verified_candidate_has_a_fitness_and_per_case_results(worker):
     assert r.geomean_ms and r.geomean_ms > 0
     assert [c.status for c in r.cases] == [CaseStatus.OK, CaseStatus.OK]
     assert all(c.median_ms > 0 and "factor" in c.residuals for c in r.cases)
+    # What else the timed calls cost reaches the store (on CPU the host timer's: all host time, no allocator).
+    assert all(c.host_ms is not None and c.host_ms > 0 and c.allocator_calls is None for c in r.cases)
     assert r.profile and set(r.profile) == {c.case for c in r.cases}
     assert r.versions["torch"] and out.busy_s > 0
 
