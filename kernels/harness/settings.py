@@ -23,6 +23,11 @@ GPUMODE_REGION_BYTES = 256 * 1024 * 1024
 GPUMODE_MAX_INPUTS = 50
 
 
+# A timed call whose host enqueueing took this share of its time or more kept the GPU waiting for
+# the host: a busy host slows it, whatever its length (TimingStats.host_ms).
+HOST_BOUND_SHARE = 0.8
+
+
 class TimingPolicy(BaseModel):
     """How each benchmark case is timed: warm-up calls, then timed calls until the mean is precise."""
 

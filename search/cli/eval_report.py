@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kernels.floors import floors
+from kernels.harness.settings import HOST_BOUND_SHARE
 from population.outcomes import CaseStatus
 from search.cli.failures import FailureGroup, all_alike, footnotes, group_failures, repeated
 from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, significant, speedup as fmt_speedup
@@ -131,10 +132,6 @@ def _bench_table(report: SuiteReport, notes: dict[tuple[str, str], int]) -> Tabl
             _fmt(v.factor_scaled if v else None), _fmt(v.orth_scaled if v else None), _message_cell(r, notes),
         )
     return table
-
-
-# A call whose host enqueueing took this share of its time or more kept the GPU waiting for the host.
-HOST_BOUND_SHARE = 0.8
 
 
 def timing_caveats(report: SuiteReport) -> list[str]:

@@ -9,7 +9,7 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from kernels.harness.settings import RunLimits, TimingPolicy
+from kernels.harness.settings import HOST_BOUND_SHARE, RunLimits, TimingPolicy
 from search.config.sections import DEPRECATED_REMOVED_IN, _Section
 
 
@@ -67,6 +67,11 @@ class EvaluationConfig(_Section):
         "take less than this are timed (expected: the median of the candidate's structure best, else of its "
         "family champion; a case with neither pauses); 14 compiling CPUs moved cases of 6.8-26 ms by under 1% "
         "on an H200, and cases of 0.1-0.9 ms by 7-19%")
+    pause_compiles_host_share: float = Field(
+        HOST_BOUND_SHARE, ge=0, le=1, description="with pause_compiles_while_timing, compiles also stop while "
+        "cases are timed that the same record shows host-bound, however long: the host took at least this share "
+        "of a timed call to enqueue it (the record's host_ms), so the GPU waited for it and a busy host slows the "
+        "call; 0: by expected length only")
     reuse_processes: bool = Field(
         True, description="run a candidate in the evaluation processes that ran the last candidate of its "
         "structure (children differing only in PARAMS), so start-up is paid once and no process starts before "

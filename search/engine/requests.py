@@ -55,12 +55,16 @@ class RequestFactory:
     def _pause_cases(self, cand: Candidate, best: EvalResult | None, bench_cases: list[Case]) -> list[str] | None:
         """The bench cases to time with compiles stopped: those expected under
         ``evaluation.pause_compiles_below_ms`` by the structure best's medians, else the family
-        champion's; a case with neither is paused too.  None (all) when nothing is known."""
+        champion's, and those that record shows host-bound (``pause_compiles_host_share``); a case
+        with neither is paused too.  None (all) when nothing is known."""
         if best is None:
             champion = self.run.champion(cand.family)
             best = self.run.store.evaluated_result(champion.id) if champion is not None else None
         if best is None:
             return None
         expected = {o.case: o.median_ms for o in best.cases if o.median_ms}
+        share = self.config.evaluation.pause_compiles_host_share
+        host_bound = {o.case for o in best.cases if share > 0 and o.median_ms and o.host_ms is not None
+                      and o.host_ms >= share * o.median_ms}
         below = self.config.evaluation.pause_compiles_below_ms
-        return [c.name for c in bench_cases if expected.get(c.name, 0.0) < below]
+        return [c.name for c in bench_cases if expected.get(c.name, 0.0) < below or c.name in host_bound]

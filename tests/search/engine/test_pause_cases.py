@@ -41,3 +41,29 @@ def test_cases_expected_longer_than_the_bar_time_with_compiles_going_on(tmp_path
 
 def test_no_pause_no_pause_cases(tmp_path, families):
     assert all(r.pause_cases is None and not r.pause_compiles for r in run_with(tmp_path, families, 100.0, False))
+
+
+def test_a_long_case_its_record_shows_host_bound_pauses_compiles_too(tmp_path, families):
+    """The length rule reads "long" as "the device's": a 6 ms call that the host took 5.4 ms to
+    enqueue is as exposed to a busy host as a launch-bound one."""
+    seen: list[EvalRequest] = []
+
+    def judge(request: EvalRequest):
+        seen.append(request)
+        out = default_judge(request)
+        assert out.result is not None
+        first = out.result.cases[0].case
+        cases = tuple(c.model_copy(update={"host_ms": 0.9 * c.median_ms if c.case == first else 0.01})
+                      for c in out.result.cases)
+        return out.model_copy(update={"result": out.result.model_copy(update={"cases": cases})})
+
+    for share, paused_first in ((0.8, True), (0.0, False)):
+        seen.clear()
+        evaluation = EvaluationConfig(verify_suite="smoke-quick", bench_suite="smoke-bench", device="cpu",
+                                      pause_compiles_below_ms=0.5, pause_compiles_host_share=share)
+        cfg = config(tmp_path / str(share), evaluation=evaluation, mutation=MutationMix({"optuna_step": 1.0}))
+        make_loop(cfg, families, pool=FakePool(size=1, judge=judge), max_evals=8).run_until_done()
+        children = [r for r in seen if r.pause_cases is not None]
+        assert children
+        for r in children:  # every toy case is longer than 0.5 ms: only the host-bound one pauses
+            assert r.pause_cases == ([r.bench_cases[0].name] if paused_first else []), (share, r.pause_cases)
