@@ -35,7 +35,7 @@ class TimingStats(BaseModel):
     check_s: float = 0.0  # seconds spent verifying the warm-up and timed outputs (not timed)
     # The median time the host took to enqueue a call (from the start mark to the call's return,
     # before the synchronisation): near median_ms, the GPU waited for the host, and a busy host
-    # slows the call.  None where not recorded.
+    # slows the call.  None on the host timer (CPU), whose time is all host.
     host_ms: float | None = None
     # cudaMalloc / cudaFree calls the caching allocator made inside the timed regions (and failed
     # cudaMallocs it retried after freeing its cache): a call that allocates outside the cache

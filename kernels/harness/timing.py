@@ -98,7 +98,7 @@ class RegionNotes:
     """What a timed region cost besides its time: the host's enqueueing and the device allocator."""
 
     host_ms: float  # start mark to the region's return, before the synchronisation
-    allocator_calls: int | None = None  # cudaMalloc + cudaFree inside the region (None off CUDA)
+    allocator_calls: int | None = None  # cudaMalloc + cudaFree inside the region (None: not counted)
     alloc_retries: int | None = None  # cudaMallocs that failed and were retried after freeing the cache
 
 
@@ -122,7 +122,7 @@ def allocator_delta(before: tuple[int, int] | None, after: tuple[int, int] | Non
 class DeviceClock:
     """Flush, start mark, end mark: CUDA events on a GPU, a host timer on CPU.  Its timed
     regions and its calibration run in ``turn``'s turns; ``last`` holds the latest region's
-    :class:`RegionNotes`."""
+    :class:`RegionNotes` (None on the host timer)."""
 
     def __init__(self, device: torch.device, turn: DeviceTurn | None = None) -> None:
         self.device = device
@@ -152,9 +152,8 @@ class DeviceClock:
         if not self.cuda:
             t0 = time.perf_counter()
             out = fn()
-            elapsed = (time.perf_counter() - t0) * 1e3
-            self.last = RegionNotes(host_ms=elapsed)
-            return out, elapsed
+            self.last = None  # the host timer's time is all host: nothing to tell apart
+            return out, (time.perf_counter() - t0) * 1e3
         before = allocator_counts(torch.cuda.memory_stats(self.device))
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
