@@ -33,9 +33,10 @@ class TimingStats(BaseModel):
     overhead_ms: float = 0.0  # calibrated sync/record cost already subtracted
     calls_per_region: int = 1  # fresh inputs called back to back per timed region (GPU MODE's way: more than 1)
     check_s: float = 0.0  # seconds spent verifying the warm-up and timed outputs (not timed)
-    # The median time the host took to enqueue a call (from the start mark to the call's return,
-    # before the synchronisation): near median_ms, the GPU waited for the host, and a busy host
-    # slows the call.  None on the host timer (CPU), whose time is all host.
+    # The median time a call kept the host (from the start mark to the call's return, before the
+    # synchronisation: its launches, and any wait inside it for the device): near median_ms, the
+    # GPU waited for the host or the host for the GPU inside the call, and either way a busy host
+    # slows it.  None on the host timer (CPU), whose time is all host.
     host_ms: float | None = None
     # cudaMalloc / cudaFree calls the caching allocator made inside the timed regions (and failed
     # cudaMallocs it retried after freeing its cache): a call that allocates outside the cache

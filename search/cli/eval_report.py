@@ -136,8 +136,9 @@ def _bench_table(report: SuiteReport, notes: dict[tuple[str, str], int]) -> Tabl
 
 def timing_caveats(report: SuiteReport) -> list[str]:
     """One line per timed case whose time holds more than its kernels: device allocator calls
-    inside the timed regions, or a host that enqueued the call about as slowly as it ran
-    ("host ms": the median time from the start mark to the call's return)."""
+    inside the timed regions, or a call that kept the host about as long as it ran ("host ms":
+    the median time from the start mark to the call's return, its launches and any wait inside
+    it for the device)."""
     lines = []
     for r in report.cases:
         t = r.timing
@@ -148,8 +149,8 @@ def timing_caveats(report: SuiteReport) -> list[str]:
             lines.append(f"{r.case.name}: the timed calls made {t.allocator_calls} cudaMalloc/cudaFree calls"
                          f"{retried}; their stalls are in the time")
         if t.host_ms is not None and t.median_ms > 0 and t.host_ms >= HOST_BOUND_SHARE * t.median_ms:
-            lines.append(f"{r.case.name}: host-bound (enqueueing a call took {fmt_ms(t.host_ms)} of its "
-                         f"{fmt_ms(t.median_ms)} ms): a busy host slows it")
+            lines.append(f"{r.case.name}: host-bound (a call returned to the host after {fmt_ms(t.host_ms)} of its "
+                         f"{fmt_ms(t.median_ms)} ms, enqueueing or waiting inside it): a busy host slows it")
     return lines
 
 

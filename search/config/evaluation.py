@@ -69,9 +69,9 @@ class EvaluationConfig(_Section):
         "on an H200, and cases of 0.1-0.9 ms by 7-19%")
     pause_compiles_host_share: float = Field(
         HOST_BOUND_SHARE, ge=0, le=1, description="with pause_compiles_while_timing, compiles also stop while "
-        "cases are timed that the same record shows host-bound, however long: the host took at least this share "
-        "of a timed call to enqueue it (the record's host_ms), so the GPU waited for it and a busy host slows the "
-        "call; 0: by expected length only")
+        "cases are timed that the same record shows host-bound, however long: a timed call kept the host for at "
+        "least this share of its time (the record's host_ms: its launches and any wait inside it for the device), "
+        "so a busy host slows it; 0: by expected length only")
     reuse_processes: bool = Field(
         True, description="run a candidate in the evaluation processes that ran the last candidate of its "
         "structure (children differing only in PARAMS), so start-up is paid once and no process starts before "

@@ -61,5 +61,5 @@ def test_bench_names_the_cases_whose_time_holds_allocator_stalls_or_a_waiting_gp
                                    _stats(5.0, host_ms=0.3, allocator_calls=0, alloc_retries=0),
                                    _stats(5.0, timer="host", host_ms=5.0)))
     assert len(lines) == 2, lines
-    assert lines[0].startswith("dense-8x64-c2: host-bound") and "4.5" in lines[0]
+    assert lines[0].startswith("dense-8x64-c2: host-bound") and "after 4.50 of its 5.00 ms" in lines[0]
     assert lines[1].startswith("dense-8x128-c2") and "6 cudaMalloc/cudaFree" in lines[1] and "2 of them" in lines[1]
