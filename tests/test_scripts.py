@@ -482,10 +482,51 @@ def test_the_shell_scripts_import_only_names_the_project_has():
     after minutes of device time (a device search's standalone benches did)."""
     imports = set()
     for script in sorted((ROOT / "lab").glob("*.sh")) + sorted((ROOT / "tools").glob("*.sh")):
-        for module, names in re.findall(r"from ((?:search|kernels|population)[\w.]*) import ([\w, ]+)",
+        for module, names in re.findall(r"from ((?:search|kernels|population|gpumode_runner)[\w.]*) import ([\w, ]+)",
                                         script.read_text()):
             imports |= {(script.name, module, name.strip()) for name in names.split(",") if name.strip()}
     assert imports, "no project imports found in the shell scripts: the pattern above is stale"
     missing = [(script, module, name) for script, module, name in sorted(imports)
                if not hasattr(importlib.import_module(module), name)]
     assert not missing, missing
+
+
+TASK_YML = """\
+files:
+  - {"name": "submission.py", "source": "@SUBMISSION@"}
+tests:
+  - {"batch": 20, "n": 32, "cond": 1, "seed": 53124}
+benchmarks:
+  - {"batch": 20, "n": 32, "cond": 1, "seed": 43214}
+  - {"batch": 40, "n": 352, "cond": 1, "seed": 123456}
+  - {"batch": 640, "n": 512, "cond": 2, "seed": 1029}
+  - {"batch": 2, "n": 4096, "cond": 1, "seed": 32412}
+  - {"batch": 60, "n": 1024, "cond": 0, "seed": 770005, "case": "nearrank"}
+ranking_by: "geom"
+"""
+
+
+def test_gpumode_runner_reads_the_runner_files_out_of_git_and_groups_the_benchmark_specs(tmp_path):
+    import gpumode_runner
+
+    repo = tmp_path / "reference-kernels"
+    for path in gpumode_runner.FILES.values():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(TASK_YML if path.endswith("task.yml") else f"# {path}\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "runner"], check=True)
+    out = tmp_path / "runner"
+    assert gpumode_runner.main([str(repo), str(out)]) == 0
+    assert (out / "utils.py").read_text() == "# problems/pmpp_v2/utils.py\n"
+    # the tests: entries are not benchmarks; a spec keeps its case name
+    assert (out / "all12.txt").read_text().splitlines() == [
+        "batch: 20; n: 32; cond: 1; seed: 43214", "batch: 40; n: 352; cond: 1; seed: 123456",
+        "batch: 640; n: 512; cond: 2; seed: 1029", "batch: 2; n: 4096; cond: 1; seed: 32412",
+        "batch: 60; n: 1024; cond: 0; seed: 770005; case: nearrank"]
+    assert [line.split(";")[1] for line in (out / "small3.txt").read_text().splitlines()] == [" n: 32", " n: 352"]
+    assert [line.split(";")[1] for line in (out / "tall2.txt").read_text().splitlines()] == [" n: 4096"]
+    assert [line.split(";")[1] for line in (out / "wt9.txt").read_text().splitlines()] == [" n: 512", " n: 1024",
+                                                                                         " n: 4096"]
+    assert gpumode_runner.main([str(repo), str(out), "--rev", "no-such-rev"]) == 1  # said in one line, not a trace

@@ -6,7 +6,9 @@
 #
 # RUNNER_DIR holds eval.py, reference.py and task.py of problems/linalg/qr_v2 and utils.py of
 # problems/pmpp_v2 from a checkout of gpu-mode/reference-kernels (they are GPU MODE's, not part of
-# this repository: fetch them, copy them into an ignored folder and carry it), and task.yml.
+# this repository: fetch them into an ignored folder and carry it), and task.yml:
+# `python tools/gpumode_runner.py REFERENCE_KERNELS_GIT_DIR .probe/gpumode` writes them, with the
+# spec files of the groups a call fits (wt9.txt, small3.txt, ...).
 # SPECS is a file of specs one per line ("batch: 20; n: 32; cond: 1; seed: 43214"); by default the
 # task's benchmarks.  The routes below are the composite's (tools/composite_file.py); eval.py's
 # table is printed with the geomean.  The first run of a fresh machine compiles the CUDA families
@@ -23,16 +25,10 @@ python3 tools/composite_file.py "${args[@]}" -o "$dir/submission.py" || exit 1
 if [ -z "$specs" ]; then
   specs=$dir/benchmarks.txt
   python3 - "$dir/task.yml" "$specs" <<'PY' || exit 1
-import re, sys
-# task.yml's benchmark lines are flow mappings: {"batch": 20, "n": 32, ...}
-lines, inside = [], False
-for line in open(sys.argv[1]):
-    if re.match(r"^\w", line):
-        inside = line.startswith("benchmarks:")
-    elif inside and line.strip().startswith("- {"):
-        pairs = re.findall(r'"(\w+)":\s*("?[\w.-]+"?)', line)
-        lines.append("; ".join(f"{k}: {v.strip(chr(34))}" for k, v in pairs))
-open(sys.argv[2], "w").write("\n".join(lines) + "\n")
+import sys
+sys.path.insert(0, "tools")
+from gpumode_runner import benchmark_specs
+open(sys.argv[2], "w").write("".join(s + "\n" for s in benchmark_specs(open(sys.argv[1]).read())))
 PY
 fi
 specs=$(realpath "$specs")  # eval.py runs inside $dir
