@@ -209,7 +209,7 @@ class CaseOutcome(_Measured):
     min_ms: float | None = None
     max_ms: float | None = None
     count: int | None = Field(default=None, ge=0)  # timed calls behind the median
-    host_ms: float | None = Field(default=None, ge=0)  # the host's median time to enqueue a timed call
+    host_ms: float | None = Field(default=None, ge=0)  # the median time a timed call kept the host
     allocator_calls: int | None = Field(default=None, ge=0)  # cudaMalloc/cudaFree inside the timed regions
     baseline_ms: float | None = None
     speedup: float | None = None

@@ -10,9 +10,9 @@ writes each one's source next to the run (the exact file the evaluator ran) and 
 cases the search timed it on, and those of them under 1 ms (launch-bound: ``-`` if none).
 ``table`` matches the bench JSONs to those seeds by file and prints search vs bench per case;
 the bar is 3%, or 10% for cases under 0.2 ms.  Beside each pair, what else the timed calls cost
-where it was recorded: the host's time to enqueue a call (near the median, the GPU waited for the
-host, and a busy host slows the call) and the device allocator's calls inside the timed regions,
-in the search and alone: the two explanations of a search median above its bench.  The ``--repeats`` JSONs, second benches of the
+where it was recorded, in the search and alone: the time a call kept the host (near the median, a
+busy host slows the call) and the device allocator's calls inside the timed regions, the two
+explanations of a search median above its bench.  The ``--repeats`` JSONs, second benches of the
 same files (their short cases benched again), give the ``repeat`` column: how far two standalone
 benches of one file differ, the noise floor the search's difference is to be read against.
 Which is which is said, never inferred from the order of the files (a shell glob sorted
@@ -86,8 +86,9 @@ def table(run_dir: Path, bench_files: list[Path], repeat_files: list[Path] | Non
         bench = benched.get(seed["file"], {})
         again = repeats.get(seed["file"], {})
         for case, searched in seed["medians"].items():
-            alone = bench[case]["median_ms"] if case in bench else None
-            host, allocs = seed.get("costs", {}).get(case, (None, None))
+            record = bench.get(case, {})
+            alone = record.get("median_ms")
+            host, allocs = seed["costs"].get(case, (None, None))
             diff = None if alone is None else searched / alone - 1
             repeat = None if alone is None or case not in again else again[case] / alone - 1
             rows.append({"seed": seed["id"], "family": seed["family"], "case": case, "search_ms": searched,
@@ -95,9 +96,8 @@ def table(run_dir: Path, bench_files: list[Path], repeat_files: list[Path] | Non
                          "ok": diff is not None and abs(diff) <= limit_for(alone or searched),
                          "repeat_ms": again.get(case), "repeat_diff": repeat,
                          # what else the timed calls cost, in the search and alone (None: not recorded)
-                         "search_host_ms": host, "bench_host_ms": bench.get(case, {}).get("host_ms"),
-                         "search_allocator_calls": allocs,
-                         "bench_allocator_calls": bench.get(case, {}).get("allocator_calls")})
+                         "search_host_ms": host, "bench_host_ms": record.get("host_ms"),
+                         "search_allocator_calls": allocs, "bench_allocator_calls": record.get("allocator_calls")})
     return rows
 
 

@@ -23,9 +23,17 @@ GPUMODE_REGION_BYTES = 256 * 1024 * 1024
 GPUMODE_MAX_INPUTS = 50
 
 
-# A timed call whose host enqueueing took this share of its time or more kept the GPU waiting for
-# the host: a busy host slows it, whatever its length (TimingStats.host_ms).
+# A timed call that kept the host this share of its time or more (TimingStats.host_ms: its launches
+# and any wait inside it for the device) depends on the host: a busy host slows it, whatever its length.
 HOST_BOUND_SHARE = 0.8
+
+
+def host_bound(host_ms: float | None, median_ms: float | None, share: float = HOST_BOUND_SHARE) -> bool:
+    """Whether a timing record shows its call host-bound (False where host_ms was not recorded, or
+    ``share`` is 0: the test is off)."""
+    if share <= 0 or host_ms is None or not median_ms:
+        return False
+    return host_ms >= share * median_ms
 
 
 class TimingPolicy(BaseModel):

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kernels.floors import floors
-from kernels.harness.settings import HOST_BOUND_SHARE
+from kernels.harness.settings import host_bound
 from population.outcomes import CaseStatus
 from search.cli.failures import FailureGroup, all_alike, footnotes, group_failures, repeated
 from search.numbers import CPU_CAVEAT, ms as fmt_ms, on_cpu, significant, speedup as fmt_speedup
@@ -148,7 +148,7 @@ def timing_caveats(report: SuiteReport) -> list[str]:
             retried = f", {t.alloc_retries} of them retried after freeing the cache" if t.alloc_retries else ""
             lines.append(f"{r.case.name}: the timed calls made {t.allocator_calls} cudaMalloc/cudaFree calls"
                          f"{retried}; their stalls are in the time")
-        if t.host_ms is not None and t.median_ms > 0 and t.host_ms >= HOST_BOUND_SHARE * t.median_ms:
+        if host_bound(t.host_ms, t.median_ms):
             lines.append(f"{r.case.name}: host-bound (a call returned to the host after {fmt_ms(t.host_ms)} of its "
                          f"{fmt_ms(t.median_ms)} ms, enqueueing or waiting inside it): a busy host slows it")
     return lines

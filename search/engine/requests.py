@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from kernels.harness.settings import host_bound
 from kernels.suites import Case, get_suite
 from population.models import Candidate, EvalResult, Origin
 from population.records import BASELINE_FAMILY
@@ -64,7 +65,6 @@ class RequestFactory:
             return None
         expected = {o.case: o.median_ms for o in best.cases if o.median_ms}
         share = self.config.evaluation.pause_compiles_host_share
-        host_bound = {o.case for o in best.cases if share > 0 and o.median_ms and o.host_ms is not None
-                      and o.host_ms >= share * o.median_ms}
+        exposed = {o.case for o in best.cases if host_bound(o.host_ms, o.median_ms, share)}
         below = self.config.evaluation.pause_compiles_below_ms
-        return [c.name for c in bench_cases if expected.get(c.name, 0.0) < below or c.name in host_bound]
+        return [c.name for c in bench_cases if expected.get(c.name, 0.0) < below or c.name in exposed]
